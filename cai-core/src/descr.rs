@@ -1,0 +1,368 @@
+//! NumPy's `descr`: the field list that describes records.
+//!
+//! A descr is a list of `(name, type[, shape])` entries laid out one after the other:
+//! `type` is a type string or a nested descr, `shape` makes the field a sub-array, and an
+//! entry with an empty name and a `|V{n}` type is `n` bytes of padding. A field's offset is
+//! the sum of the sizes of the entries before it, which is how NumPy writes a record with
+//! gaps: `[('a', '|u1'), ('', '|V3'), ('b', '<f4')]` puts `b` at offset 4. A name may also
+//! be NumPy's `(title, name)` pair.
+//!
+//! For a plain type the descr is `[('', typestr)]` ([`Descr::simple`]); for a record the
+//! typestr is `|V{itemsize}` and the descr says what the bytes are.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use crate::error::{tuple, Error, Result};
+use crate::typestr::{Kind, TypeStr};
+
+/// NumPy's field list: `(name, type[, shape])` entries laid out one after another.
+///
+/// `type` is a type string or a nested descr, `shape` makes the field a sub-array, and an
+/// entry with an empty name and a `|V{n}` type is `n` bytes of padding, so a field's
+/// offset is the sum of the sizes before it. A name may carry NumPy's title
+/// (`(title, name)`). For a plain type the descr is `[('', typestr)]`; for a record the
+/// typestr is `|V{itemsize}`.
+///
+/// ```
+/// use cai_core::{Descr, Field, TypeStr};
+///
+/// // numpy.dtype({'names': ['a', 'b'], 'formats': ['u1', '<f4'], 'offsets': [0, 4]})
+/// let d = Descr::new(vec![
+///     Field::new("a", TypeStr::parse("|u1")?),
+///     Field::padding(3),
+///     Field::new("b", TypeStr::parse("<f4")?),
+/// ]);
+/// assert_eq!(d.itemsize()?, 8);
+/// assert_eq!(d.layout()?[1].offset, 4);
+/// d.check_typestr(&TypeStr::void(8))?;
+/// # Ok::<(), cai_core::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Descr {
+    /// The entries, in memory order.
+    pub fields: Vec<Field>,
+}
+
+/// One entry of a [`Descr`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Field {
+    /// The field's name; empty for padding and for the single entry of a plain type.
+    pub name: String,
+    /// NumPy's optional title, written as `(title, name)`.
+    pub title: Option<String>,
+    /// The element type of the field.
+    pub ty: FieldType,
+    /// The sub-array shape; empty for a scalar field.
+    pub shape: Vec<usize>,
+}
+
+/// The type of a [`Field`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum FieldType {
+    /// A type string.
+    Scalar(TypeStr),
+    /// A nested record.
+    Record(Descr),
+}
+
+/// Where a named field lies in a record, as [`Descr::layout`] computes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldLayout<'a> {
+    /// The field.
+    pub field: &'a Field,
+    /// Its byte offset from the start of the record.
+    pub offset: usize,
+    /// Its size in bytes, sub-array included.
+    pub size: usize,
+}
+
+impl Field {
+    /// A scalar field.
+    pub fn new(name: impl Into<String>, ty: impl Into<FieldType>) -> Field {
+        Field { name: name.into(), title: None, ty: ty.into(), shape: Vec::new() }
+    }
+
+    /// `n` bytes of padding: `('', '|V{n}')`.
+    pub fn padding(n: usize) -> Field {
+        Field::new("", TypeStr::void(n))
+    }
+
+    /// The same field as a sub-array of `shape`.
+    pub fn with_shape(self, shape: impl Into<Vec<usize>>) -> Field {
+        Field { shape: shape.into(), ..self }
+    }
+
+    /// The same field with a NumPy title.
+    pub fn with_title(self, title: impl Into<String>) -> Field {
+        Field { title: Some(title.into()), ..self }
+    }
+
+    /// Whether the entry is padding: no name and raw bytes.
+    pub fn is_padding(&self) -> bool {
+        self.name.is_empty()
+            && self.title.is_none()
+            && matches!(self.ty, FieldType::Scalar(t) if t.kind() == Kind::Void)
+    }
+
+    /// The size of the field in bytes, sub-array included.
+    pub fn size(&self) -> Result<usize> {
+        let element = match &self.ty {
+            FieldType::Scalar(t) => t.itemsize(),
+            FieldType::Record(d) => d.itemsize()?,
+        };
+        self.shape.iter().try_fold(element, |acc, &n| acc.checked_mul(n)).ok_or_else(|| overflow(&self.to_string()))
+    }
+}
+
+impl From<TypeStr> for FieldType {
+    fn from(t: TypeStr) -> FieldType {
+        FieldType::Scalar(t)
+    }
+}
+
+impl From<Descr> for FieldType {
+    fn from(d: Descr) -> FieldType {
+        FieldType::Record(d)
+    }
+}
+
+impl Descr {
+    /// A descr from its entries.
+    pub fn new(fields: Vec<Field>) -> Descr {
+        Descr { fields }
+    }
+
+    /// The descr of a plain type: `[('', typestr)]`.
+    pub fn simple(typestr: TypeStr) -> Descr {
+        Descr { fields: vec![Field::new("", typestr)] }
+    }
+
+    /// The type string of a plain-type descr (`[('', typestr)]`), `None` for a record.
+    pub fn as_simple(&self) -> Option<TypeStr> {
+        match self.fields.as_slice() {
+            [Field { name, title: None, ty: FieldType::Scalar(t), shape }] if name.is_empty() && shape.is_empty() => {
+                Some(*t)
+            }
+            _ => None,
+        }
+    }
+
+    /// The size of one record in bytes: the sum of every entry's size, padding included.
+    pub fn itemsize(&self) -> Result<usize> {
+        self.fields
+            .iter()
+            .try_fold(0usize, |acc, f| acc.checked_add(f.size()?).ok_or_else(|| overflow(&self.to_string())))
+    }
+
+    /// The named fields (padding left out) with their offsets and sizes.
+    pub fn layout(&self) -> Result<Vec<FieldLayout<'_>>> {
+        let mut offset = 0usize;
+        let mut out = Vec::with_capacity(self.fields.len());
+        for field in &self.fields {
+            let size = field.size()?;
+            if !field.is_padding() {
+                out.push(FieldLayout { field, offset, size });
+            }
+            offset = offset.checked_add(size).ok_or_else(|| overflow(&self.to_string()))?;
+        }
+        Ok(out)
+    }
+
+    /// Checks the descr on its own, nested records included: it has at least one entry,
+    /// names and titles are unique within a record, and sizes do not overflow.
+    /// Returns the item size.
+    pub fn check(&self) -> Result<usize> {
+        if self.fields.is_empty() {
+            return Err(self.invalid("it has no fields"));
+        }
+        let labels = || self.fields.iter().flat_map(|f| f.title.iter().chain([&f.name])).filter(|l| !l.is_empty());
+        // Records have a handful of fields: comparing pairs beats allocating a set.
+        let duplicate = if self.fields.len() <= 16 {
+            labels().enumerate().find(|&(i, l)| labels().take(i).any(|earlier| earlier == l)).map(|(_, l)| l)
+        } else {
+            let mut seen = HashSet::new();
+            labels().find(|l| !seen.insert(l.as_str()))
+        };
+        if let Some(label) = duplicate {
+            return Err(self.invalid(&format!("the name {label:?} is used twice")));
+        }
+        for field in &self.fields {
+            if let FieldType::Record(inner) = &field.ty {
+                inner.check()?;
+            }
+        }
+        self.itemsize()
+    }
+
+    /// Checks the descr against the typestr it accompanies: a record (`|V{n}`) must be
+    /// described by a descr of exactly `n` bytes; any other typestr by the plain descr
+    /// `[('', typestr)]` of an equivalent type.
+    pub fn check_typestr(&self, typestr: &TypeStr) -> Result<()> {
+        let itemsize = self.check()?;
+        if typestr.kind() == Kind::Void {
+            if itemsize != typestr.itemsize() {
+                return Err(self.invalid(&format!(
+                    "its fields take {itemsize} bytes, but typestr {:?} says {}",
+                    typestr.to_string(),
+                    typestr.itemsize()
+                )));
+            }
+            return Ok(());
+        }
+        match self.as_simple() {
+            Some(t) if t.is_equivalent(typestr) => Ok(()),
+            _ => Err(self.invalid(&format!(
+                "typestr {:?} is not a record (|V), so descr must be [('', {:?})]",
+                typestr.to_string(),
+                typestr.to_string()
+            ))),
+        }
+    }
+
+    fn invalid(&self, reason: &str) -> Error {
+        Error::Descr { value: self.to_string(), reason: reason.to_owned() }
+    }
+}
+
+fn overflow(value: &str) -> Error {
+    Error::Overflow { key: "descr", value: value.to_owned(), detail: "the record's size in bytes exceeds usize" }
+}
+
+/// Writes a string as a single-quoted Python literal.
+fn py_str(f: &mut fmt::Formatter<'_>, s: &str) -> fmt::Result {
+    f.write_str("'")?;
+    for c in s.chars() {
+        match c {
+            '\'' | '\\' => write!(f, "\\{c}")?,
+            _ => write!(f, "{c}")?,
+        }
+    }
+    f.write_str("'")
+}
+
+/// Python's notation: `[('a', '<f4'), ('', '|V4'), ('b', '|u1', (2, 3))]`.
+impl fmt::Display for Descr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[")?;
+        for (i, field) in self.fields.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{field}")?;
+        }
+        f.write_str("]")
+    }
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("(")?;
+        match &self.title {
+            Some(title) => {
+                f.write_str("(")?;
+                py_str(f, title)?;
+                f.write_str(", ")?;
+                py_str(f, &self.name)?;
+                f.write_str(")")?;
+            }
+            None => py_str(f, &self.name)?,
+        }
+        f.write_str(", ")?;
+        match &self.ty {
+            FieldType::Scalar(t) => py_str(f, &t.to_string())?,
+            FieldType::Record(d) => write!(f, "{d}")?,
+        }
+        if !self.shape.is_empty() {
+            write!(f, ", {}", tuple(&self.shape))?;
+        }
+        f.write_str(")")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> TypeStr {
+        TypeStr::parse(s).unwrap()
+    }
+
+    /// NumPy: `dtype({'names': ['a', 'b'], 'formats': ['u1', '<f4'], 'offsets': [0, 4], 'itemsize': 12})`.
+    fn padded() -> Descr {
+        Descr::new(vec![Field::new("a", t("|u1")), Field::padding(3), Field::new("b", t("<f4")), Field::padding(4)])
+    }
+
+    #[test]
+    fn offsets_and_itemsize_follow_the_entries() {
+        let d = padded();
+        assert_eq!(d.itemsize().unwrap(), 12);
+        let layout: Vec<_> = d.layout().unwrap().iter().map(|l| (l.field.name.as_str(), l.offset, l.size)).collect();
+        assert_eq!(layout, [("a", 0, 1), ("b", 4, 4)]);
+        assert!(d.check_typestr(&TypeStr::void(12)).is_ok());
+        assert_eq!(d.to_string(), "[('a', '|u1'), ('', '|V3'), ('b', '<f4'), ('', '|V4')]");
+    }
+
+    #[test]
+    fn nested_records_subarrays_and_titles() {
+        // NumPy: dtype([(('title', 'a'), '<i4'), ('b', [('x', '<f8'), ('y', 'u1', (2, 3))])]).itemsize == 18
+        let inner = Descr::new(vec![Field::new("x", t("<f8")), Field::new("y", t("|u1")).with_shape([2, 3])]);
+        let d = Descr::new(vec![Field::new("a", t("<i4")).with_title("title"), Field::new("b", inner)]);
+        assert_eq!(d.itemsize().unwrap(), 18);
+        assert_eq!(d.layout().unwrap()[1].offset, 4);
+        assert_eq!(d.to_string(), "[(('title', 'a'), '<i4'), ('b', [('x', '<f8'), ('y', '|u1', (2, 3))])]");
+        assert!(d.check_typestr(&TypeStr::void(18)).is_ok());
+    }
+
+    #[test]
+    fn a_record_must_match_its_void_typestr() {
+        let message = padded().check_typestr(&TypeStr::void(16)).unwrap_err().to_string();
+        assert!(message.starts_with("descr: [('a', '|u1')"), "{message}");
+        assert!(message.contains("its fields take 12 bytes, but typestr \"|V16\" says 16"), "{message}");
+    }
+
+    #[test]
+    fn a_plain_typestr_needs_the_plain_descr() {
+        assert!(Descr::simple(t("<f4")).check_typestr(&t("<f4")).is_ok());
+        assert!(Descr::simple(t("|u1")).check_typestr(&t("<u1")).is_ok());
+        let wrong = Descr::simple(t("<i4")).check_typestr(&t("<f4")).unwrap_err().to_string();
+        assert!(wrong.contains("descr: [('', '<i4')]") && wrong.contains("must be [('', \"<f4\")]"), "{wrong}");
+        assert!(padded().check_typestr(&t("<f4")).is_err());
+        assert_eq!(Descr::simple(t("<f4")).as_simple(), Some(t("<f4")));
+        assert_eq!(padded().as_simple(), None);
+    }
+
+    #[test]
+    fn empty_and_duplicate_names_are_refused() {
+        assert!(Descr::new(vec![]).check().unwrap_err().to_string().contains("no fields"));
+        let dup = Descr::new(vec![Field::new("a", t("<f4")), Field::new("a", t("<i4"))]);
+        assert!(dup.check().unwrap_err().to_string().contains("the name \"a\" is used twice"));
+        let title_clash = Descr::new(vec![Field::new("a", t("<f4")).with_title("b"), Field::new("b", t("<i4"))]);
+        assert!(title_clash.check().is_err());
+        let many: Vec<Field> = (0..40).map(|i| Field::new(format!("f{}", i % 39), t("<f4"))).collect();
+        assert!(Descr::new(many).check().unwrap_err().to_string().contains("the name \"f0\" is used twice"));
+        let distinct: Vec<Field> = (0..40).map(|i| Field::new(format!("f{i}"), t("<f4"))).collect();
+        assert_eq!(Descr::new(distinct).check().unwrap(), 160);
+        let nested_dup =
+            Descr::new(vec![Field::new("r", Descr::new(vec![Field::new("x", t("<f4")), Field::new("x", t("<f4"))]))]);
+        assert!(nested_dup.check().is_err());
+        // Several padding entries share the empty name, as NumPy writes them.
+        assert!(padded().check().is_ok());
+    }
+
+    #[test]
+    fn sizes_that_overflow_are_errors() {
+        let huge = Descr::new(vec![Field::new("a", t("<f8")).with_shape([usize::MAX / 2, 3])]);
+        let e = huge.itemsize().unwrap_err();
+        assert_eq!(e.key(), "descr");
+        assert!(e.to_string().contains("exceeds usize"));
+        let sum = Descr::new(vec![Field::new("a", TypeStr::void(usize::MAX)), Field::new("b", TypeStr::void(1))]);
+        assert!(sum.check().is_err());
+        assert!(sum.layout().is_err());
+    }
+
+    #[test]
+    fn quotes_in_names_are_escaped() {
+        assert_eq!(Descr::new(vec![Field::new("it's", t("<f4"))]).to_string(), r"[('it\'s', '<f4')]");
+    }
+}

@@ -1,0 +1,592 @@
+//! The descriptor: everything an interface dict says about one array.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::ops::Range;
+
+use crate::descr::Descr;
+use crate::element::Element;
+use crate::error::{tuple, Error, PyTuple, Result};
+use crate::stream::Stream;
+use crate::typestr::TypeStr;
+
+/// The newest version of the CUDA Array Interface, the one producers export by default.
+pub const CURRENT_VERSION: u32 = 3;
+
+/// One array as the CUDA Array Interface (or NumPy's `__array_interface__`) describes it.
+///
+/// The fields are the keys of the interface dict. A descriptor can be built in any state,
+/// valid or not (a consumer parses what it receives into one); [`Descriptor::validate`]
+/// applies the rules of the version it declares.
+///
+/// ```
+/// use cai_core::{Descriptor, Stream, StreamHandle};
+///
+/// // A 3x4 C-contiguous f32 array on stream 0x5000, viewed transposed.
+/// let d = Descriptor::new::<f32>(0x7000_0000, [4, 3])
+///     .with_strides([4, 16])
+///     .with_stream(Stream::Handle(StreamHandle::new(0x5000).unwrap()));
+/// let extent = d.validate()?;
+/// assert_eq!((extent.start, extent.end), (0, 48));
+/// assert!(d.is_f_contiguous() && !d.is_c_contiguous());
+/// assert_eq!(d.size()?, 12);
+/// # Ok::<(), cai_core::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Descriptor {
+    /// `shape`: the size of each dimension; empty for a 0-d array.
+    pub shape: Vec<usize>,
+    /// `strides` in bytes, one per dimension, possibly negative or zero; `None` means
+    /// C-contiguous. Strides need not be multiples of the item size: NumPy makes such
+    /// arrays (a field of a packed record), so they are described faithfully and
+    /// [`Descriptor::has_element_strides`] tells whether a typed view is possible.
+    pub strides: Option<Vec<isize>>,
+    /// `typestr`: the element type.
+    pub typestr: TypeStr,
+    /// `descr`: the field list of a record; `None` means the plain `[('', typestr)]`.
+    pub descr: Option<Descr>,
+    /// `data[0]`: the address of the element at index zero; 0 only for an empty array.
+    pub data: usize,
+    /// `data[1]`: whether the consumer must not write.
+    pub readonly: bool,
+    /// `version`: the interface version whose rules apply (0 to 3).
+    pub version: u32,
+    /// `mask` (version 1 and later): validity of each element, same shape as the array.
+    pub mask: Option<Box<Descriptor>>,
+    /// `stream` (version 3): where pending work on the data is ordered.
+    pub stream: Stream,
+}
+
+/// The bytes an array can reach, as offsets from its data pointer.
+///
+/// `start` is the lowest offset (negative when a stride is), `end` one past the highest;
+/// an empty array has `start == end == 0`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Extent {
+    /// The lowest reachable byte offset (zero or negative).
+    pub start: isize,
+    /// One past the highest reachable byte offset.
+    pub end: isize,
+}
+
+impl Extent {
+    /// The number of bytes from `start` to `end`.
+    pub fn len(&self) -> usize {
+        self.end.abs_diff(self.start)
+    }
+
+    /// Whether no byte is reachable.
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+}
+
+impl Descriptor {
+    /// A C-contiguous, writable, version 3 array of `T` at `data`, with no stream.
+    pub fn new<T: Element>(data: usize, shape: impl Into<Vec<usize>>) -> Descriptor {
+        let descr = T::descr();
+        let descr = if descr.as_simple().is_some() { None } else { Some(descr) };
+        Descriptor { descr, ..Descriptor::from_typestr(T::TYPESTR, data, shape) }
+    }
+
+    /// A C-contiguous, writable, version 3 array of `typestr` elements at `data`.
+    pub fn from_typestr(typestr: TypeStr, data: usize, shape: impl Into<Vec<usize>>) -> Descriptor {
+        Descriptor {
+            shape: shape.into(),
+            strides: None,
+            typestr,
+            descr: None,
+            data,
+            readonly: false,
+            version: CURRENT_VERSION,
+            mask: None,
+            stream: Stream::None,
+        }
+    }
+
+    /// The same array with explicit strides in bytes.
+    pub fn with_strides(self, strides: impl Into<Vec<isize>>) -> Descriptor {
+        Descriptor { strides: Some(strides.into()), ..self }
+    }
+
+    /// The same array, read-only or writable.
+    pub fn with_readonly(self, readonly: bool) -> Descriptor {
+        Descriptor { readonly, ..self }
+    }
+
+    /// The same array declaring another interface version.
+    pub fn with_version(self, version: u32) -> Descriptor {
+        Descriptor { version, ..self }
+    }
+
+    /// The same array with a validity mask.
+    pub fn with_mask(self, mask: Descriptor) -> Descriptor {
+        Descriptor { mask: Some(Box::new(mask)), ..self }
+    }
+
+    /// The same array with pending work on `stream`.
+    pub fn with_stream(self, stream: Stream) -> Descriptor {
+        Descriptor { stream, ..self }
+    }
+
+    /// The same array with a record descr.
+    pub fn with_descr(self, descr: Descr) -> Descriptor {
+        Descriptor { descr: Some(descr), ..self }
+    }
+
+    /// The number of dimensions.
+    pub fn ndim(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// The size of one element in bytes.
+    pub fn itemsize(&self) -> usize {
+        self.typestr.itemsize()
+    }
+
+    /// The `descr` to export: the record's, or `[('', typestr)]`.
+    pub fn descr(&self) -> Cow<'_, Descr> {
+        match &self.descr {
+            Some(d) => Cow::Borrowed(d),
+            None => Cow::Owned(Descr::simple(self.typestr)),
+        }
+    }
+
+    /// The number of elements.
+    pub fn size(&self) -> Result<usize> {
+        self.shape
+            .iter()
+            .try_fold(1usize, |acc, &n| acc.checked_mul(n))
+            .ok_or_else(|| self.overflow("shape", "the number of elements exceeds usize"))
+    }
+
+    /// The number of bytes of the elements (`size * itemsize`), whatever their layout.
+    pub fn nbytes(&self) -> Result<usize> {
+        self.size()?
+            .checked_mul(self.itemsize())
+            .ok_or_else(|| self.overflow("shape", "the number of bytes exceeds usize"))
+    }
+
+    /// The strides in bytes, computed for C order when the descriptor has none.
+    pub fn strides(&self) -> Result<Cow<'_, [isize]>> {
+        match &self.strides {
+            Some(s) => Ok(Cow::Borrowed(s)),
+            None => self.c_strides().map(Cow::Owned),
+        }
+    }
+
+    fn c_strides(&self) -> Result<Vec<isize>> {
+        let mut strides = vec![0isize; self.ndim()];
+        let mut step = isize::try_from(self.itemsize()).ok();
+        for (stride, &n) in strides.iter_mut().zip(&self.shape).rev() {
+            *stride = step.ok_or_else(|| self.overflow("shape", "a C-order stride exceeds isize"))?;
+            step = isize::try_from(n).ok().and_then(|n| stride.checked_mul(n));
+        }
+        Ok(strides)
+    }
+
+    /// Whether the strides have one entry per dimension (always true without strides).
+    fn check_strides_length(&self) -> Result<()> {
+        match &self.strides {
+            Some(s) if s.len() != self.ndim() => Err(Error::StridesLength {
+                strides: tuple(s),
+                shape: tuple(&self.shape),
+                received: s.len(),
+                expected: self.ndim(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether the elements are laid out in C order without gaps. As NumPy's flags:
+    /// dimensions of size 1 are ignored, and an empty array is contiguous.
+    pub fn is_c_contiguous(&self) -> bool {
+        match &self.strides {
+            None => true,
+            Some(strides) => self.dims_contiguous(strides, self.shape.iter().zip(strides).rev().map(|(&n, &s)| (n, s))),
+        }
+    }
+
+    /// Whether the elements are laid out in Fortran order without gaps. As NumPy's flags:
+    /// dimensions of size 1 are ignored, and an empty array is contiguous.
+    pub fn is_f_contiguous(&self) -> bool {
+        let Some(strides) = &self.strides else {
+            // C order is also Fortran order when at most one dimension exceeds 1.
+            return self.shape.contains(&0) || self.shape.iter().filter(|&&n| n != 1).count() <= 1;
+        };
+        self.dims_contiguous(strides, self.shape.iter().zip(strides).map(|(&n, &s)| (n, s)))
+    }
+
+    /// Walks dimensions from the fastest-varying one: each stride must be the product of
+    /// the item size and the sizes of the faster dimensions.
+    fn dims_contiguous(&self, strides: &[isize], dims: impl Iterator<Item = (usize, isize)>) -> bool {
+        if strides.len() != self.ndim() {
+            return false;
+        }
+        if self.shape.contains(&0) {
+            return true;
+        }
+        let mut expected = isize::try_from(self.itemsize()).ok();
+        for (n, s) in dims {
+            if n == 1 {
+                continue;
+            }
+            match expected {
+                Some(e) if e == s => expected = isize::try_from(n).ok().and_then(|n| e.checked_mul(n)),
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    /// Whether every stride is a whole number of elements, so that the array can be
+    /// viewed as a typed strided slice. False for some NumPy views into packed records.
+    pub fn has_element_strides(&self) -> bool {
+        match (&self.strides, self.itemsize()) {
+            (None, _) | (_, 0) => true,
+            (Some(strides), itemsize) => strides.iter().all(|s| s.unsigned_abs() % itemsize == 0),
+        }
+    }
+
+    /// The bytes the array can reach, relative to [`data`](Descriptor::data), with every
+    /// step checked: an overflow is an error, never a wrap.
+    pub fn extent(&self) -> Result<Extent> {
+        self.check_strides_length()?;
+        if self.shape.contains(&0) || self.itemsize() == 0 {
+            return Ok(Extent { start: 0, end: 0 });
+        }
+        let overflow = || self.overflow("strides", "the byte extent exceeds isize");
+        let strides = self.strides()?;
+        let (mut start, mut end) = (0isize, 0isize);
+        for (&n, &stride) in self.shape.iter().zip(strides.iter()) {
+            let last = isize::try_from(n - 1).map_err(|_| overflow())?;
+            let span = stride.checked_mul(last).ok_or_else(overflow)?;
+            if span < 0 {
+                start = start.checked_add(span).ok_or_else(overflow)?;
+            } else {
+                end = end.checked_add(span).ok_or_else(overflow)?;
+            }
+        }
+        let itemsize = isize::try_from(self.itemsize()).map_err(|_| overflow())?;
+        end = end.checked_add(itemsize).ok_or_else(overflow)?;
+        Ok(Extent { start, end })
+    }
+
+    /// The absolute addresses the array can reach: `data + start .. data + end`.
+    pub fn byte_range(&self) -> Result<Range<usize>> {
+        let extent = self.extent()?;
+        self.address_range(extent)
+    }
+
+    fn address_range(&self, extent: Extent) -> Result<Range<usize>> {
+        let overflow = || Error::Overflow {
+            key: "data",
+            value: format!("0x{:x}", self.data),
+            detail: "the array's bytes would lie outside the address space",
+        };
+        let start = self.data.checked_add_signed(extent.start).ok_or_else(overflow)?;
+        let end = self.data.checked_add_signed(extent.end).ok_or_else(overflow)?;
+        Ok(start..end)
+    }
+
+    /// Checks the descriptor against the rules of the version it declares and returns its
+    /// extent.
+    ///
+    /// | rule | versions |
+    /// |---|---|
+    /// | `version` is 0, 1, 2 or 3 | all |
+    /// | `strides` has one entry per dimension | all |
+    /// | `descr` agrees with `typestr` (same item size; records use `\|V{n}`) | all |
+    /// | the element count and byte extent fit the machine's integers | all |
+    /// | a null pointer only when no byte is reachable | all |
+    /// | reachable addresses lie inside the address space | all |
+    /// | `mask` absent | 0 |
+    /// | `mask` has the array's shape and is itself valid | 1 and later |
+    /// | `stream` absent or `None` | 0 to 2 |
+    ///
+    /// Versions 0 and 1 said nothing of empty arrays; an empty one with a null pointer is
+    /// accepted in every version, since it reaches no byte (RMM exports such version 0
+    /// buffers). Strides that are not multiples of the item size are accepted (see
+    /// [`strides`](Descriptor::strides)).
+    pub fn validate(&self) -> Result<Extent> {
+        if self.version > CURRENT_VERSION {
+            return Err(Error::Version { value: u64::from(self.version) });
+        }
+        self.check_strides_length()?;
+        if let Some(descr) = &self.descr {
+            descr.check_typestr(&self.typestr)?;
+        }
+        self.size()?;
+        let extent = self.extent()?;
+        if self.data == 0 && !extent.is_empty() {
+            return Err(Error::NullPointer {
+                shape: tuple(&self.shape),
+                typestr: self.typestr.to_string(),
+                nbytes: extent.len(),
+            });
+        }
+        self.address_range(extent)?;
+        if let Some(mask) = &self.mask {
+            if self.version < 1 {
+                return Err(Error::MaskVersion { version: self.version });
+            }
+            if mask.shape != self.shape {
+                return Err(Error::MaskShape { mask: tuple(&mask.shape), shape: tuple(&self.shape) });
+            }
+            mask.validate().map_err(|e| Error::Mask(Box::new(e)))?;
+        }
+        if let Some(value) = self.stream.to_raw() {
+            if self.version < 3 {
+                return Err(Error::StreamVersion { value, version: self.version });
+            }
+        }
+        Ok(extent)
+    }
+
+    fn overflow(&self, key: &'static str, detail: &'static str) -> Error {
+        let value = match key {
+            "shape" => tuple(&self.shape),
+            _ => self.strides.as_deref().map_or_else(|| "None".to_owned(), tuple),
+        };
+        Error::Overflow { key, value, detail }
+    }
+}
+
+/// The interface dict in Python's notation, with the keys a producer exports: `strides`
+/// always (`None` when C-contiguous was not spelled out), `descr` always, `mask` when
+/// present, `stream` from version 3.
+impl fmt::Display for Descriptor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let py_bool = |b: bool| if b { "True" } else { "False" };
+        write!(f, "{{'shape': {}, 'typestr': '{}', 'descr': {}, ", PyTuple(&self.shape), self.typestr, self.descr())?;
+        write!(f, "'data': ({}, {}), 'version': {}, 'strides': ", self.data, py_bool(self.readonly), self.version)?;
+        match &self.strides {
+            Some(s) => write!(f, "{}", PyTuple(s))?,
+            None => f.write_str("None")?,
+        }
+        if let Some(mask) = &self.mask {
+            write!(f, ", 'mask': {mask}")?;
+        }
+        if self.version >= 3 {
+            write!(f, ", 'stream': {}", self.stream)?;
+        }
+        f.write_str("}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::descr::Field;
+    use crate::stream::StreamHandle;
+
+    const PTR: usize = 0x7f00_0000_0000;
+
+    fn f4(shape: &[usize]) -> Descriptor {
+        Descriptor::new::<f32>(PTR, shape)
+    }
+
+    fn handle(n: usize) -> Stream {
+        Stream::Handle(StreamHandle::new(n).unwrap())
+    }
+
+    #[test]
+    fn c_contiguous_constructor() {
+        let d = f4(&[3, 4]);
+        assert_eq!((d.ndim(), d.itemsize(), d.size().unwrap(), d.nbytes().unwrap()), (2, 4, 12, 48));
+        assert_eq!(d.strides().unwrap().as_ref(), &[16, 4]);
+        assert_eq!((d.version, d.readonly, d.stream, d.descr.as_ref()), (3, false, Stream::None, None));
+        assert_eq!(d.descr().as_simple(), Some(TypeStr::parse("<f4").unwrap()));
+        assert_eq!(d.validate().unwrap(), Extent { start: 0, end: 48 });
+        assert_eq!(d.byte_range().unwrap(), PTR..PTR + 48);
+    }
+
+    #[test]
+    fn zero_dimensional() {
+        let d = f4(&[]);
+        assert_eq!((d.ndim(), d.size().unwrap()), (0, 1));
+        assert!(d.strides().unwrap().is_empty());
+        assert_eq!(d.validate().unwrap().len(), 4);
+        assert!(d.is_c_contiguous() && d.is_f_contiguous());
+    }
+
+    #[test]
+    fn contiguity_flags_follow_numpy() {
+        // numpy.zeros((3, 4), 'f4').T: strides (4, 16)
+        let t = f4(&[4, 3]).with_strides([4, 16]);
+        assert!(!t.is_c_contiguous() && t.is_f_contiguous());
+        // C layout given explicitly
+        let c = f4(&[3, 4]).with_strides([16, 4]);
+        assert!(c.is_c_contiguous() && !c.is_f_contiguous());
+        // Size-1 dimensions may have any stride.
+        let ones = f4(&[1, 4, 1]).with_strides([999, 4, -7]);
+        assert!(ones.is_c_contiguous() && ones.is_f_contiguous());
+        // Empty arrays are contiguous whatever their strides.
+        let empty = f4(&[0, 4]).with_strides([3, 5]);
+        assert!(empty.is_c_contiguous() && empty.is_f_contiguous());
+        // A slice with a step, a reversed array, a broadcast.
+        assert!(!f4(&[3]).with_strides([8]).is_c_contiguous());
+        assert!(!f4(&[3]).with_strides([-4]).is_c_contiguous());
+        assert!(!f4(&[3, 4]).with_strides([0, 4]).is_c_contiguous());
+        // Without strides: C always; Fortran only with at most one dimension above 1.
+        assert!(f4(&[1, 5]).is_f_contiguous());
+        assert!(!f4(&[2, 5]).is_f_contiguous());
+        assert!(f4(&[2, 0]).is_f_contiguous());
+        // Wrong stride count: neither.
+        assert!(!f4(&[2, 2]).with_strides([8]).is_c_contiguous());
+    }
+
+    #[test]
+    fn extent_with_negative_and_zero_strides() {
+        // numpy.arange(12, dtype='f4').reshape(3, 4)[::-1, ::2]: data points at row 2.
+        let d = f4(&[3, 2]).with_strides([-16, 8]);
+        assert_eq!(d.extent().unwrap(), Extent { start: -32, end: 12 });
+        // Broadcast: every row is the same 4 floats.
+        let b = f4(&[1000, 4]).with_strides([0, 4]);
+        assert_eq!(b.extent().unwrap(), Extent { start: 0, end: 16 });
+        let empty = f4(&[5, 0]).with_strides([-4, 4]);
+        assert!(empty.extent().unwrap().is_empty());
+    }
+
+    #[test]
+    fn strides_need_not_be_element_multiples() {
+        // The f4 field of a packed record (|u1, <f4): stride 5.
+        let d = f4(&[10]).with_strides([5]);
+        assert_eq!(d.validate().unwrap(), Extent { start: 0, end: 49 });
+        assert!(!d.has_element_strides());
+        assert!(f4(&[10]).with_strides([-8]).has_element_strides());
+        assert!(f4(&[10]).has_element_strides());
+    }
+
+    #[test]
+    fn extent_overflow_is_an_error() {
+        let e = f4(&[3]).with_strides([isize::MAX]).extent().unwrap_err();
+        assert_eq!(e.key(), "strides");
+        assert!(e.to_string().contains(&format!("({},)", isize::MAX)), "{e}");
+        let e = f4(&[4, 3]).with_strides([isize::MIN / 2, 8]).validate().unwrap_err();
+        assert!(matches!(e, Error::Overflow { key: "strides", .. }), "{e}");
+        let e = f4(&[usize::MAX, 2]).with_strides([0, 0]).validate().unwrap_err();
+        assert!(matches!(e, Error::Overflow { key: "shape", .. }), "{e}");
+        let e = f4(&[usize::MAX / 2]).strides().map(|_| ()).err();
+        assert!(e.is_none(), "a 1-d array's stride is the item size");
+        let e = f4(&[2, usize::MAX / 2]).c_strides().unwrap_err();
+        assert_eq!(e.key(), "shape");
+    }
+
+    #[test]
+    fn address_range_overflow_is_an_error() {
+        let near_top = Descriptor::new::<f32>(usize::MAX - 4, [2]);
+        let e = near_top.validate().unwrap_err();
+        assert_eq!(e.key(), "data");
+        assert!(e.to_string().contains(&format!("0x{:x}", usize::MAX - 4)), "{e}");
+        let below_zero = Descriptor::new::<f32>(8, [3]).with_strides([-8]);
+        assert_eq!(below_zero.validate().unwrap_err().key(), "data");
+    }
+
+    #[test]
+    fn rule_version_must_be_known() {
+        for v in 0..=3 {
+            assert!(f4(&[2]).with_version(v).validate().is_ok());
+        }
+        let e = f4(&[2]).with_version(4).validate().unwrap_err();
+        assert_eq!(e, Error::Version { value: 4 });
+        assert!(e.to_string().starts_with("version: 4 is not supported"));
+    }
+
+    #[test]
+    fn rule_strides_length_equals_ndim() {
+        let e = f4(&[2, 3]).with_strides([4]).validate().unwrap_err();
+        assert_eq!(e.to_string(), "strides: (4,) has 1 entries, but shape (2, 3) has 2 dimensions");
+        for v in 0..=3 {
+            assert!(f4(&[2, 3]).with_strides([12, 4, 4]).with_version(v).validate().is_err());
+        }
+    }
+
+    #[test]
+    fn rule_null_pointer_only_when_empty() {
+        for v in 0..=3 {
+            let e = Descriptor::new::<f32>(0, [2, 3]).with_version(v).validate().unwrap_err();
+            assert_eq!(e.key(), "data");
+            assert!(e.to_string().contains("shape (2, 3)") && e.to_string().contains("24 bytes"), "{e}");
+            // Empty arrays: every version (nothing is reachable).
+            assert!(Descriptor::new::<f32>(0, [0, 3]).with_version(v).validate().is_ok());
+        }
+        // A zero-size type reaches nothing either.
+        assert!(Descriptor::from_typestr(TypeStr::void(0), 0, [4]).validate().is_ok());
+    }
+
+    #[test]
+    fn rule_mask_from_version_1() {
+        let mask = Descriptor::new::<bool>(PTR + 4096, [2, 3]);
+        let e = f4(&[2, 3]).with_version(0).with_mask(mask.clone()).validate().unwrap_err();
+        assert_eq!(e.to_string(), "mask: received a mask in a version 0 descriptor; masks exist from version 1");
+        for v in 1..=3 {
+            assert!(f4(&[2, 3]).with_version(v).with_mask(mask.clone()).validate().is_ok());
+        }
+    }
+
+    #[test]
+    fn rule_mask_has_the_array_shape_and_is_valid() {
+        let e = f4(&[2, 3]).with_mask(Descriptor::new::<bool>(PTR, [3, 2])).validate().unwrap_err();
+        assert_eq!(e.to_string(), "mask: shape (3, 2) does not match the array's shape (2, 3)");
+        let bad = Descriptor::new::<bool>(0, [2, 3]);
+        let e = f4(&[2, 3]).with_mask(bad).validate().unwrap_err();
+        assert!(matches!(&e, Error::Mask(inner) if inner.key() == "data"), "{e}");
+        assert!(e.to_string().starts_with("mask: data: pointer 0"));
+    }
+
+    #[test]
+    fn rule_stream_from_version_3() {
+        for v in 0..3 {
+            let e = f4(&[2]).with_version(v).with_stream(handle(77)).validate().unwrap_err();
+            assert_eq!(e, Error::StreamVersion { value: 77, version: v });
+            assert_eq!(
+                e.to_string(),
+                format!("stream: received 77 in a version {v} descriptor; streams exist from version 3")
+            );
+            assert!(f4(&[2]).with_version(v).with_stream(Stream::LegacyDefault).validate().is_err());
+            assert!(f4(&[2]).with_version(v).validate().is_ok());
+        }
+        assert!(f4(&[2]).with_stream(handle(77)).validate().is_ok());
+        assert!(f4(&[2]).with_stream(Stream::PerThreadDefault).validate().is_ok());
+    }
+
+    #[test]
+    fn rule_descr_agrees_with_typestr() {
+        let t = |s: &str| TypeStr::parse(s).unwrap();
+        let record = Descr::new(vec![Field::new("x", t("<f4")), Field::new("id", t("|u1")), Field::padding(3)]);
+        let ok = Descriptor::from_typestr(TypeStr::void(8), PTR, [5]).with_descr(record.clone());
+        assert_eq!(ok.validate().unwrap().len(), 40);
+        let e = Descriptor::from_typestr(TypeStr::void(12), PTR, [5]).with_descr(record).validate().unwrap_err();
+        assert_eq!(e.key(), "descr");
+        let e = f4(&[5]).with_descr(Descr::simple(t("<i4"))).validate().unwrap_err();
+        assert_eq!(e.key(), "descr");
+    }
+
+    #[test]
+    fn prints_as_the_python_dict() {
+        let d = Descriptor::new::<f32>(4096, [2, 3]).with_readonly(true);
+        assert_eq!(
+            d.to_string(),
+            "{'shape': (2, 3), 'typestr': '<f4', 'descr': [('', '<f4')], 'data': (4096, True), 'version': 3, \
+             'strides': None, 'stream': None}"
+        );
+        let old = Descriptor::new::<u8>(4096, [4])
+            .with_version(1)
+            .with_strides([-1])
+            .with_mask(Descriptor::new::<bool>(8192, [4]).with_version(1));
+        assert_eq!(
+            old.to_string(),
+            "{'shape': (4,), 'typestr': '|u1', 'descr': [('', '|u1')], 'data': (4096, False), 'version': 1, \
+             'strides': (-1,), 'mask': {'shape': (4,), 'typestr': '|b1', 'descr': [('', '|b1')], 'data': (8192, False), \
+             'version': 1, 'strides': None}}"
+        );
+    }
+
+    #[test]
+    fn validation_ignores_readonly_and_accepts_every_layout() {
+        let d = f4(&[3, 4, 5, 6]).with_strides([-480, 4, 16, 80]).with_readonly(true);
+        let extent = d.validate().unwrap();
+        assert_eq!(extent, Extent { start: -960, end: 4 + 12 + 64 + 400 });
+    }
+}

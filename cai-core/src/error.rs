@@ -1,0 +1,230 @@
+//! The one error type of cai-core.
+//!
+//! Every message starts with the interface key it concerns and quotes the value
+//! that was received, so that a user reading it from Python knows which entry of
+//! which dict to look at.
+
+use std::fmt;
+
+/// Everything that can be wrong with a descriptor or one of its parts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A required key is absent from an interface dict.
+    #[error("{key}: required key is missing")]
+    MissingKey {
+        /// The key.
+        key: &'static str,
+    },
+
+    /// A key holds a value of the wrong type.
+    #[error("{key}: expected {expected}, received {received}")]
+    WrongType {
+        /// The key.
+        key: &'static str,
+        /// What the key must hold.
+        expected: &'static str,
+        /// The value received, as it prints.
+        received: String,
+    },
+
+    /// A malformed or impossible type string.
+    #[error("typestr: {value:?} is malformed: {reason}")]
+    Typestr {
+        /// The string received.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A malformed `descr`, or one that disagrees with the typestr.
+    #[error("descr: {value} is invalid: {reason}")]
+    Descr {
+        /// The descr received, in Python's notation.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A version this crate does not know.
+    #[error("version: {value} is not supported: the CUDA Array Interface defines versions 0 to 3")]
+    Version {
+        /// The version received.
+        value: u64,
+    },
+
+    /// `strides` with a number of entries other than the number of dimensions.
+    #[error("strides: {strides} has {received} entries, but shape {shape} has {expected} dimensions")]
+    StridesLength {
+        /// The strides received.
+        strides: String,
+        /// The shape they must match.
+        shape: String,
+        /// Their length.
+        received: usize,
+        /// The number of dimensions.
+        expected: usize,
+    },
+
+    /// A null data pointer for an array that has bytes to reach.
+    #[error("data: pointer 0 (null) received for an array of shape {shape} and typestr {typestr:?}, which reaches {nbytes} bytes; only an empty array may have a null pointer")]
+    NullPointer {
+        /// The shape of the array.
+        shape: String,
+        /// Its typestr.
+        typestr: String,
+        /// How many bytes its extent spans.
+        nbytes: usize,
+    },
+
+    /// A `mask` in a version that has none.
+    #[error("mask: received a mask in a version {version} descriptor; masks exist from version 1")]
+    MaskVersion {
+        /// The declared version.
+        version: u32,
+    },
+
+    /// A mask whose shape differs from the array's.
+    #[error("mask: shape {mask} does not match the array's shape {shape}")]
+    MaskShape {
+        /// The mask's shape.
+        mask: String,
+        /// The array's shape.
+        shape: String,
+    },
+
+    /// The mask descriptor itself is invalid.
+    #[error("mask: {0}")]
+    Mask(Box<Error>),
+
+    /// A stream in a version that has none.
+    #[error("stream: received {value} in a version {version} descriptor; streams exist from version 3")]
+    StreamVersion {
+        /// The stream received, as an integer.
+        value: usize,
+        /// The declared version.
+        version: u32,
+    },
+
+    /// Stream 0, which the specification disallows.
+    #[error("stream: 0 is disallowed (use None for no synchronization, 1 for the legacy default stream, 2 for the per-thread default stream)")]
+    StreamZero,
+
+    /// Arithmetic on a key's values left the range of the machine's integers.
+    #[error("{key}: {value} overflows: {detail}")]
+    Overflow {
+        /// The key whose values overflow.
+        key: &'static str,
+        /// The value received, as it prints.
+        value: String,
+        /// Which computation overflowed.
+        detail: &'static str,
+    },
+}
+
+/// The class of an [`Error`], which decides the Python exception it becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// A missing key or a value of the wrong type (Python's `TypeError`).
+    Type,
+    /// A value of the right type that is not acceptable (Python's `ValueError`).
+    Value,
+}
+
+impl Error {
+    /// The interface key the error concerns (`"typestr"`, `"strides"`, ...).
+    pub fn key(&self) -> &'static str {
+        match self {
+            Error::MissingKey { key } | Error::WrongType { key, .. } | Error::Overflow { key, .. } => key,
+            Error::Typestr { .. } => "typestr",
+            Error::Descr { .. } => "descr",
+            Error::Version { .. } => "version",
+            Error::StridesLength { .. } => "strides",
+            Error::NullPointer { .. } => "data",
+            Error::MaskVersion { .. } | Error::MaskShape { .. } | Error::Mask(_) => "mask",
+            Error::StreamVersion { .. } | Error::StreamZero => "stream",
+        }
+    }
+
+    /// Whether the error is about the type of a value or about the value itself.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::MissingKey { .. } | Error::WrongType { .. } => ErrorKind::Type,
+            Error::Mask(inner) => inner.kind(),
+            _ => ErrorKind::Value,
+        }
+    }
+}
+
+/// A shorthand for results whose error is [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Formats integers as a Python tuple, `(3,)` for one element, as users see them in Python.
+pub(crate) struct PyTuple<'a, T>(pub(crate) &'a [T]);
+
+impl<T: fmt::Display> fmt::Display for PyTuple<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("(")?;
+        for (i, item) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{item}")?;
+        }
+        if self.0.len() == 1 {
+            f.write_str(",")?;
+        }
+        f.write_str(")")
+    }
+}
+
+/// `PyTuple` rendered to a string, for error fields.
+pub(crate) fn tuple<T: fmt::Display>(items: &[T]) -> String {
+    PyTuple(items).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tuples_print_as_python_does() {
+        assert_eq!(tuple::<usize>(&[]), "()");
+        assert_eq!(tuple(&[3usize]), "(3,)");
+        assert_eq!(tuple(&[3isize, -4]), "(3, -4)");
+    }
+
+    #[test]
+    fn every_message_names_its_key() {
+        let errors = [
+            Error::MissingKey { key: "shape" },
+            Error::WrongType { key: "data", expected: "a tuple", received: "[1]".into() },
+            Error::Typestr { value: "<f3".into(), reason: "r".into() },
+            Error::Descr { value: "[]".into(), reason: "r".into() },
+            Error::Version { value: 7 },
+            Error::StridesLength { strides: "(4,)".into(), shape: "(2, 2)".into(), received: 1, expected: 2 },
+            Error::NullPointer { shape: "(2,)".into(), typestr: "<f4".into(), nbytes: 8 },
+            Error::MaskVersion { version: 0 },
+            Error::MaskShape { mask: "(2,)".into(), shape: "(3,)".into() },
+            Error::StreamVersion { value: 5, version: 2 },
+            Error::StreamZero,
+            Error::Overflow { key: "shape", value: "(1,)".into(), detail: "d" },
+        ];
+        for e in errors {
+            assert!(e.to_string().starts_with(&format!("{}: ", e.key())), "{e}");
+        }
+        let nested = Error::Mask(Box::new(Error::Version { value: 9 }));
+        assert_eq!(
+            nested.to_string(),
+            "mask: version: 9 is not supported: the CUDA Array Interface defines versions 0 to 3"
+        );
+    }
+
+    #[test]
+    fn kinds_follow_python_exception_classes() {
+        assert_eq!(Error::MissingKey { key: "shape" }.kind(), ErrorKind::Type);
+        assert_eq!(Error::StreamZero.kind(), ErrorKind::Value);
+        assert_eq!(Error::Mask(Box::new(Error::MissingKey { key: "shape" })).kind(), ErrorKind::Type);
+    }
+}

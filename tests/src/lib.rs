@@ -1,0 +1,1 @@
+//! The workspace's test suite lives in `tests/`; this library is empty.
