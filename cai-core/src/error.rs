@@ -110,6 +110,23 @@ pub enum Error {
     #[error("stream: 0 is disallowed (use None for no synchronization, 1 for the legacy default stream, 2 for the per-thread default stream)")]
     StreamZero,
 
+    /// A shape (and strides) that reach bytes outside the buffer exporting them.
+    #[error("shape: {shape} with strides {strides} reaches bytes {start} to {end} of field `{field}`, which holds {available} bytes")]
+    OutOfBuffer {
+        /// The buffer field of the exporting struct.
+        field: &'static str,
+        /// The shape exported.
+        shape: String,
+        /// The strides exported.
+        strides: String,
+        /// The lowest byte offset reached.
+        start: isize,
+        /// One past the highest byte offset reached.
+        end: isize,
+        /// The size of the buffer in bytes.
+        available: usize,
+    },
+
     /// Arithmetic on a key's values left the range of the machine's integers.
     #[error("{key}: {value} overflows: {detail}")]
     Overflow {
@@ -143,6 +160,7 @@ impl Error {
             Error::StridesLength { .. } => "strides",
             Error::NullPointer { .. } => "data",
             Error::MaskVersion { .. } | Error::MaskShape { .. } | Error::Mask(_) => "mask",
+            Error::OutOfBuffer { .. } => "shape",
             Error::StreamVersion { .. } | Error::StreamZero => "stream",
         }
     }
@@ -210,6 +228,14 @@ mod tests {
             Error::StreamVersion { value: 5, version: 2 },
             Error::StreamZero,
             Error::Overflow { key: "shape", value: "(1,)".into(), detail: "d" },
+            Error::OutOfBuffer {
+                field: "data",
+                shape: "(4, 4)".into(),
+                strides: "None".into(),
+                start: 0,
+                end: 64,
+                available: 48,
+            },
         ];
         for e in errors {
             assert!(e.to_string().starts_with(&format!("{}: ", e.key())), "{e}");

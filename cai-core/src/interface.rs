@@ -29,6 +29,39 @@ pub trait ArrayInterface {
     fn array_interface(&self) -> Result<Descriptor>;
 }
 
+/// A container that holds several arrays, each with a name (a point cloud's `xyz`, `rgb`
+/// and `normals`), exported through the CUDA Array Interface one by one.
+///
+/// `#[derive(CudaArrayInterface)]` implements it for every struct, with the arrays named
+/// by `#[cai(array)]` and `#[cai(..., array = "name")]` (an empty list when there are
+/// none). The Python layer gives each name a property of its own.
+pub trait NamedCudaArrays {
+    /// The names, in declaration order.
+    const NAMES: &'static [&'static str];
+
+    /// The array called `name` as it is now; `None` for a name not in [`NAMES`](Self::NAMES).
+    fn cuda_array(&self, name: &str) -> Option<Result<Descriptor>>;
+
+    /// Every named array with its descriptor, in declaration order.
+    fn cuda_arrays(&self) -> Vec<(&'static str, Result<Descriptor>)> {
+        Self::NAMES.iter().filter_map(|&name| Some((name, self.cuda_array(name)?))).collect()
+    }
+}
+
+/// The host twin of [`NamedCudaArrays`], for NumPy's `__array_interface__`.
+pub trait NamedArrays {
+    /// The names, in declaration order.
+    const NAMES: &'static [&'static str];
+
+    /// The array called `name` as it is now; `None` for a name not in [`NAMES`](Self::NAMES).
+    fn array(&self, name: &str) -> Option<Result<Descriptor>>;
+
+    /// Every named array with its descriptor, in declaration order.
+    fn arrays(&self) -> Vec<(&'static str, Result<Descriptor>)> {
+        Self::NAMES.iter().filter_map(|&name| Some((name, self.array(name)?))).collect()
+    }
+}
+
 macro_rules! forward {
     ($($ptr:ty),*) => {$(
         impl<T: CudaArrayInterface + ?Sized> CudaArrayInterface for $ptr {

@@ -34,10 +34,35 @@
 //! | `descriptor` | [`Descriptor`], [`Extent`], validation |
 //! | `stream` | the [`Stream`] value of version 3 |
 //! | `interface` | the producer traits |
+//! | `buffer` | [`DeviceBuffer`], [`HostBuffer`], [`RawDeviceBuffer`], shape/strides/stream sources |
+//! | `cuda` | cudarc impls (feature `cuda`): the only module that touches the driver |
 //! | `error` | [`Error`] |
 //!
-//! Driver calls (events, stream waits, pointer attributes) will live in one module of
-//! their own behind a `cuda` feature; nothing else in the crate touches the driver.
+//! # Deriving
+//!
+//! With the `derive` feature, `#[derive(CudaArrayInterface)]`, `#[derive(ArrayInterface)]`
+//! and `#[derive(Element)]` come with the traits of the same names:
+//!
+//! ```
+//! # #[cfg(feature = "derive")] {
+//! use cai_core::{ArrayInterface, Element};
+//!
+//! #[derive(ArrayInterface)]
+//! struct Image<B> {
+//!     #[cai(data)]
+//!     pixels: B, // Vec<T> here; cudarc's CudaSlice<T> with #[derive(CudaArrayInterface)]
+//!     #[cai(shape)]
+//!     shape: [usize; 2],
+//! }
+//!
+//! let image = Image { pixels: vec![0u8; 6], shape: [2, 3] };
+//! let d = image.array_interface().unwrap();
+//! assert_eq!((d.shape.as_slice(), d.typestr.to_string().as_str()), (&[2, 3][..], "|u1"));
+//! # }
+//! ```
+//!
+//! See the macros' documentation in cai-derive for the whole attribute grammar, and
+//! `examples/` for a multi-array struct and a record element.
 //!
 //! # Features
 //!
@@ -45,8 +70,17 @@
 //!   PyTorch exports it).
 //! - `num-complex` (default): [`Element`] for `num_complex::Complex<f32>` (`<c8`) and
 //!   `Complex<f64>` (`<c16`).
+//! - `derive`: the derive macros.
+//! - `cuda`: [`DeviceBuffer`] for cudarc 0.19's `CudaSlice`, `CudaView` and `CudaViewMut`,
+//!   and [`AsStream`] for its streams. cudarc is loaded dynamically and no CUDA version is
+//!   chosen here: the application depends on cudarc itself with the version feature it
+//!   targets, e.g. `cudarc = { version = "0.19", default-features = false, features =
+//!   ["cuda-12080"] }`. Any version feature builds without a CUDA toolkit.
 #![deny(missing_docs)]
 
+mod buffer;
+#[cfg(feature = "cuda")]
+mod cuda;
 mod descr;
 mod descriptor;
 mod element;
@@ -55,10 +89,19 @@ mod interface;
 mod stream;
 pub mod typestr;
 
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
+
+pub use buffer::{AsShape, AsStream, AsStrides, DeviceBuffer, HostBuffer, RawDeviceBuffer};
+
 pub use descr::{Descr, Field, FieldLayout, FieldType};
 pub use descriptor::{Descriptor, Extent, CURRENT_VERSION};
 pub use element::Element;
 pub use error::{Error, ErrorKind, Result};
-pub use interface::{ArrayInterface, CudaArrayInterface};
+pub use interface::{ArrayInterface, CudaArrayInterface, NamedArrays, NamedCudaArrays};
+
+#[cfg(feature = "derive")]
+pub use cai_derive::{ArrayInterface, CudaArrayInterface, Element};
 pub use stream::{Stream, StreamHandle};
 pub use typestr::{ByteOrder, DateTimeUnit, Kind, TimeUnit, TypeStr};

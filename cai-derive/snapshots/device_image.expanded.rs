@@ -1,0 +1,41 @@
+const _: () = {
+    #[automatically_derived]
+    impl ::cai_core::CudaArrayInterface for Image {
+        fn cuda_array_interface(&self) -> ::cai_core::Result<::cai_core::Descriptor> {
+            {
+                let layout = ::cai_core::__private::Layout {
+                    shape: ::core::option::Option::Some(
+                        <[usize; 2] as ::cai_core::AsShape>::as_shape(&self.shape),
+                    ),
+                    strides: ::core::option::Option::None,
+                    version: 3u32,
+                    readonly: false,
+                };
+                ::cai_core::__private::device_array::<
+                    CudaSlice<f32>,
+                >(&self.pixels, "pixels", layout)
+                    .and_then(|export| {
+                        export
+                            .stream(
+                                <Arc<
+                                    CudaStream,
+                                > as ::cai_core::AsStream>::as_stream(&self.stream),
+                            )
+                    })
+                    .and_then(::cai_core::__private::Export::finish)
+            }
+        }
+    }
+    #[automatically_derived]
+    impl ::cai_core::NamedCudaArrays for Image {
+        const NAMES: &'static [&'static str] = &[];
+        fn cuda_array(
+            &self,
+            name: &::core::primitive::str,
+        ) -> ::core::option::Option<::cai_core::Result<::cai_core::Descriptor>> {
+            match name {
+                _ => ::core::option::Option::None,
+            }
+        }
+    }
+};

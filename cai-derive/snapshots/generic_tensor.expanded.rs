@@ -1,0 +1,49 @@
+const _: () = {
+    #[automatically_derived]
+    impl<T: Element, S> ::renamed::CudaArrayInterface for Tensor<T, S>
+    where
+        CudaSlice<T>: ::renamed::DeviceBuffer,
+        S: ::renamed::AsShape,
+    {
+        fn cuda_array_interface(&self) -> ::renamed::Result<::renamed::Descriptor> {
+            {
+                let layout = ::renamed::__private::Layout {
+                    shape: ::core::option::Option::Some(
+                        <S as ::renamed::AsShape>::as_shape(&self.shape),
+                    ),
+                    strides: ::core::option::Option::None,
+                    version: 3u32,
+                    readonly: false,
+                };
+                ::renamed::__private::device_array::<
+                    CudaSlice<T>,
+                >(&self.buf, "buf", layout)
+                    .and_then(|export| {
+                        export
+                            .mask(
+                                <Mask as ::renamed::CudaArrayInterface>::cuda_array_interface(
+                                    &self.mask,
+                                ),
+                            )
+                    })
+                    .and_then(::renamed::__private::Export::finish)
+            }
+        }
+    }
+    #[automatically_derived]
+    impl<T: Element, S> ::renamed::NamedCudaArrays for Tensor<T, S>
+    where
+        CudaSlice<T>: ::renamed::DeviceBuffer,
+        S: ::renamed::AsShape,
+    {
+        const NAMES: &'static [&'static str] = &[];
+        fn cuda_array(
+            &self,
+            name: &::core::primitive::str,
+        ) -> ::core::option::Option<::renamed::Result<::renamed::Descriptor>> {
+            match name {
+                _ => ::core::option::Option::None,
+            }
+        }
+    }
+};

@@ -1,0 +1,56 @@
+const _: () = {
+    #[automatically_derived]
+    impl ::cai_core::ArrayInterface for Cloud {
+        fn array_interface(&self) -> ::cai_core::Result<::cai_core::Descriptor> {
+            {
+                let layout = ::cai_core::__private::Layout {
+                    shape: ::core::option::Option::Some(
+                        ::cai_core::AsShape::as_shape(&([self.n, 3])),
+                    ),
+                    strides: ::core::option::Option::None,
+                    version: 2u32,
+                    readonly: true,
+                };
+                ::cai_core::__private::host_array::<Vec<f32>>(&self.xyz, "xyz", layout)
+                    .and_then(::cai_core::__private::Export::finish)
+            }
+        }
+    }
+    #[automatically_derived]
+    impl ::cai_core::NamedArrays for Cloud {
+        const NAMES: &'static [&'static str] = &["rgb", "normals"];
+        fn array(
+            &self,
+            name: &::core::primitive::str,
+        ) -> ::core::option::Option<::cai_core::Result<::cai_core::Descriptor>> {
+            match name {
+                "rgb" => {
+                    ::core::option::Option::Some({
+                        let layout = ::cai_core::__private::Layout {
+                            shape: ::core::option::Option::None,
+                            strides: ::core::option::Option::Some(
+                                <[isize; 1] as ::cai_core::AsStrides>::as_strides(
+                                    &self.rgb_strides,
+                                ),
+                            ),
+                            version: 2u32,
+                            readonly: true,
+                        };
+                        ::cai_core::__private::host_array::<
+                            Vec<u8>,
+                        >(&self.rgb, "rgb", layout)
+                            .and_then(::cai_core::__private::Export::finish)
+                    })
+                }
+                "normals" => {
+                    ::core::option::Option::Some(
+                        <Normals as ::cai_core::ArrayInterface>::array_interface(
+                            &self.normals,
+                        ),
+                    )
+                }
+                _ => ::core::option::Option::None,
+            }
+        }
+    }
+};

@@ -1,0 +1,228 @@
+//! Code generation from a checked model. Reports no user errors: `check` did.
+
+use std::collections::HashSet;
+
+use proc_macro2::{Span, TokenStream, TokenTree};
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{Ident, Type, WherePredicate};
+
+use crate::ast::{Field, Input};
+use crate::check::{Array, Flavor, Model, Source};
+
+/// The path generated code names cai-core by: `#[cai(crate = "...")]` or `::cai_core`.
+pub(crate) fn krate(input: &Input<'_>) -> TokenStream {
+    match &input.attrs.krate {
+        Some(path) => quote!(#path),
+        None => quote!(::cai_core),
+    }
+}
+
+/// The pieces that differ between the device and the host derive.
+struct Names {
+    interface: TokenStream,
+    method: Ident,
+    named: TokenStream,
+    named_method: Ident,
+    buffer: TokenStream,
+    start: TokenStream,
+}
+
+impl Names {
+    fn new(krate: &TokenStream, flavor: Flavor) -> Names {
+        let ident = |s: &str| Ident::new(s, Span::call_site());
+        match flavor {
+            Flavor::Device => Names {
+                interface: quote!(#krate::CudaArrayInterface),
+                method: ident("cuda_array_interface"),
+                named: quote!(#krate::NamedCudaArrays),
+                named_method: ident("cuda_array"),
+                buffer: quote!(#krate::DeviceBuffer),
+                start: quote!(#krate::__private::device_array),
+            },
+            Flavor::Host => Names {
+                interface: quote!(#krate::ArrayInterface),
+                method: ident("array_interface"),
+                named: quote!(#krate::NamedArrays),
+                named_method: ident("array"),
+                buffer: quote!(#krate::HostBuffer),
+                start: quote!(#krate::__private::host_array),
+            },
+        }
+    }
+}
+
+/// Whether a type names one of the struct's type parameters (and so needs a bound in the
+/// impl's where clause rather than a check at the use site).
+fn mentions(ty: &Type, params: &HashSet<Ident>) -> bool {
+    fn walk(tokens: TokenStream, params: &HashSet<Ident>) -> bool {
+        tokens.into_iter().any(|t| match t {
+            TokenTree::Ident(ident) => params.contains(&ident),
+            TokenTree::Group(group) => walk(group.stream(), params),
+            _ => false,
+        })
+    }
+    walk(quote!(#ty), params)
+}
+
+/// Bounds for generic field types, each spanned on the field's type.
+struct Bounds {
+    params: HashSet<Ident>,
+    predicates: Vec<WherePredicate>,
+}
+
+impl Bounds {
+    fn new(input: &Input<'_>) -> Bounds {
+        Bounds { params: input.generics.type_params().map(|p| p.ident.clone()).collect(), predicates: Vec::new() }
+    }
+
+    fn require(&mut self, ty: &Type, bound: &TokenStream) {
+        if mentions(ty, &self.params) {
+            self.predicates.push(syn::parse_quote_spanned!(ty.span()=> #ty: #bound));
+        }
+    }
+
+    fn generics(&self, input: &Input<'_>) -> syn::Generics {
+        let mut generics = input.generics.clone();
+        generics.make_where_clause().predicates.extend(self.predicates.iter().cloned());
+        generics
+    }
+}
+
+/// The `Option<Vec<_>>` expression for a shape or strides.
+fn source(source: &Source<'_>, as_trait: TokenStream, method: &str, bounds: &mut Bounds) -> TokenStream {
+    let method = Ident::new(method, Span::call_site());
+    match source {
+        Source::Default => quote!(::core::option::Option::None),
+        Source::Field(field) => {
+            bounds.require(field.ty, &as_trait);
+            let (ty, member) = (field.ty, &field.member);
+            quote_spanned!(ty.span()=> ::core::option::Option::Some(<#ty as #as_trait>::#method(&self.#member)))
+        }
+        Source::Expr(expr) => quote!(::core::option::Option::Some(#as_trait::#method(&(#expr)))),
+    }
+}
+
+/// The expression, of type `Result<Descriptor>`, that exports one array.
+fn array(krate: &TokenStream, names: &Names, model: &Model<'_>, array: &Array<'_>, bounds: &mut Bounds) -> TokenStream {
+    let interface = &names.interface;
+    let method = &names.method;
+    let nested = |field: &Field<'_>, bounds: &mut Bounds| {
+        bounds.require(field.ty, interface);
+        let (ty, member) = (field.ty, &field.member);
+        quote_spanned!(ty.span()=> <#ty as #interface>::#method(&self.#member))
+    };
+    let (data, shape, strides, mask) = match array {
+        Array::Nested(field) => return nested(field, bounds),
+        Array::Buffer { data, shape, strides, mask } => (data, shape, strides, mask),
+    };
+    bounds.require(data.ty, &names.buffer);
+    let shape = source(shape, quote!(#krate::AsShape), "as_shape", bounds);
+    let strides = source(strides, quote!(#krate::AsStrides), "as_strides", bounds);
+    let (version, readonly) = (model.version, model.readonly);
+    let (ty, member, start) = (data.ty, &data.member, &names.start);
+    let field_name = data.name();
+    let begin = quote_spanned!(ty.span()=> #start::<#ty>(&self.#member, #field_name, layout));
+    let stream = model.stream.map(|field| {
+        bounds.require(field.ty, &quote!(#krate::AsStream));
+        let (ty, member) = (field.ty, &field.member);
+        quote_spanned!(ty.span()=> .and_then(|export| export.stream(<#ty as #krate::AsStream>::as_stream(&self.#member))))
+    });
+    let mask = mask.map(|field| {
+        let mask = nested(field, bounds);
+        quote!(.and_then(|export| export.mask(#mask)))
+    });
+    quote!({
+        let layout = #krate::__private::Layout {
+            shape: #shape,
+            strides: #strides,
+            version: #version,
+            readonly: #readonly,
+        };
+        #begin #stream #mask .and_then(#krate::__private::Export::finish)
+    })
+}
+
+/// `#[derive(CudaArrayInterface)]` and `#[derive(ArrayInterface)]`.
+pub(crate) fn interface(input: &Input<'_>, model: &Model<'_>, flavor: Flavor) -> TokenStream {
+    let krate = krate(input);
+    let names = Names::new(&krate, flavor);
+    let mut bounds = Bounds::new(input);
+    let primary = model.primary.as_ref().map(|a| array(&krate, &names, model, a, &mut bounds));
+    let named: Vec<_> = model.named.iter().map(|(_, a)| array(&krate, &names, model, a, &mut bounds)).collect();
+    let labels: Vec<&str> = model.named.iter().map(|(n, _)| n.as_str()).collect();
+    let generics = bounds.generics(input);
+    let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
+    let ident = input.ident;
+    let (interface, method, named_trait, named_method) =
+        (&names.interface, &names.method, &names.named, &names.named_method);
+    let primary_impl = primary.map(|body| {
+        quote! {
+            #[automatically_derived]
+            impl #impl_generics #interface for #ident #ty_generics #where_clause {
+                fn #method(&self) -> #krate::Result<#krate::Descriptor> {
+                    #body
+                }
+            }
+        }
+    });
+    quote! {
+        const _: () = {
+            #primary_impl
+
+            #[automatically_derived]
+            impl #impl_generics #named_trait for #ident #ty_generics #where_clause {
+                const NAMES: &'static [&'static str] = &[#(#labels),*];
+
+                fn #named_method(
+                    &self,
+                    name: &::core::primitive::str,
+                ) -> ::core::option::Option<#krate::Result<#krate::Descriptor>> {
+                    match name {
+                        #(#labels => ::core::option::Option::Some(#named),)*
+                        _ => ::core::option::Option::None,
+                    }
+                }
+            }
+        };
+    }
+}
+
+/// `#[derive(Element)]` for a `#[repr(C)]` record.
+pub(crate) fn element(input: &Input<'_>) -> TokenStream {
+    let krate = krate(input);
+    let mut bounds = Bounds::new(input);
+    let record_field = quote!(#krate::__private::RecordField);
+    let entries: Vec<_> = input
+        .fields
+        .iter()
+        .map(|field| {
+            bounds.require(field.ty, &record_field);
+            let (ty, member) = (field.ty, &field.member);
+            // NumPy names the fields of tuple structs f0, f1, ...
+            let name = match member {
+                syn::Member::Named(ident) => ident.to_string(),
+                syn::Member::Unnamed(index) => format!("f{}", index.index),
+            };
+            let describe = quote_spanned!(ty.span()=> <#ty as #record_field>::describe());
+            quote!((#name, ::core::mem::offset_of!(Self, #member), #describe))
+        })
+        .collect();
+    let generics = bounds.generics(input);
+    let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
+    let ident = input.ident;
+    quote! {
+        const _: () = {
+            #[automatically_derived]
+            // SAFETY: `TYPESTR` is `|V{size_of::<Self>()}` and `descr` lists every field at
+            // its `offset_of!` offset with its own element type, padding in between.
+            unsafe impl #impl_generics #krate::Element for #ident #ty_generics #where_clause {
+                const TYPESTR: #krate::TypeStr = #krate::TypeStr::void(::core::mem::size_of::<Self>());
+
+                fn descr() -> #krate::Descr {
+                    #krate::__private::record(::core::mem::size_of::<Self>(), &[#(#entries),*])
+                }
+            }
+        };
+    }
+}

@@ -1,0 +1,44 @@
+//! `cargo run --example record`: a `#[repr(C)]` struct as a record element type.
+//!
+//! The derive gives the record typestr `|V{size}` and a descr with every field at its
+//! Rust offset and padding in the gaps, so `numpy.dtype(descr)` (or CuPy's) has the same
+//! layout as Rust. An array of records is exported like any other array; on a GPU, use a
+//! `CudaSlice<Particle>` (Particle must also be cudarc's `DeviceRepr`).
+
+use std::mem::{offset_of, size_of};
+
+use cai_core::{ArrayInterface, Element, Error};
+
+#[derive(Clone, Copy, Debug, Element)]
+#[repr(C)]
+struct Particle {
+    id: u16,
+    position: [f32; 3],
+    mass: f64,
+    alive: bool,
+}
+
+#[derive(ArrayInterface)]
+struct Particles {
+    #[cai(data)]
+    items: Vec<Particle>,
+}
+
+fn main() -> Result<(), Error> {
+    println!("typestr: {}", Particle::TYPESTR);
+    println!("descr:   {}", Particle::descr());
+    for field in Particle::descr().layout()? {
+        println!("  {:<9} offset {:>2}, {:>2} bytes", field.field.name, field.offset, field.size);
+    }
+    println!(
+        "Rust:    size {}, offsets id {} position {} mass {} alive {}",
+        size_of::<Particle>(),
+        offset_of!(Particle, id),
+        offset_of!(Particle, position),
+        offset_of!(Particle, mass),
+        offset_of!(Particle, alive)
+    );
+    let p = Particle { id: 7, position: [1.0, 2.0, 3.0], mass: 0.5, alive: true };
+    println!("array:   {}", Particles { items: vec![p; 4] }.array_interface()?);
+    Ok(())
+}
