@@ -11,7 +11,7 @@ use crate::stream::Stream;
 ///
 /// # Safety
 ///
-/// For as long as `self` is borrowed, [`device_ptr`](DeviceBuffer::device_ptr) must be the
+/// For as long as `self` is borrowed, [`device_address`](DeviceBuffer::device_address) must be the
 /// device-accessible address of `len()` initialized, contiguous values of `Self::Elem`
 /// (any address, 0 included, when `len()` is 0). When
 /// [`readonly`](DeviceBuffer::readonly) is false, writes through it by a consumer must not
@@ -21,7 +21,7 @@ pub unsafe trait DeviceBuffer {
     type Elem: Element;
 
     /// The address of the first element.
-    fn device_ptr(&self) -> usize;
+    fn device_address(&self) -> usize;
 
     /// The number of elements.
     fn len(&self) -> usize;
@@ -168,7 +168,7 @@ impl<T: Element> RawDeviceBuffer<T> {
 // SAFETY: the constructor's contract is this trait's contract.
 unsafe impl<T: Element> DeviceBuffer for RawDeviceBuffer<T> {
     type Elem = T;
-    fn device_ptr(&self) -> usize {
+    fn device_address(&self) -> usize {
         self.ptr
     }
     fn len(&self) -> usize {
@@ -305,7 +305,10 @@ mod tests {
     fn raw_device_buffers() {
         // SAFETY: never dereferenced; only described.
         let raw = unsafe { RawDeviceBuffer::<f32>::new(0x7000_0000, 16) };
-        assert_eq!((raw.device_ptr(), DeviceBuffer::len(&raw), DeviceBuffer::readonly(&raw)), (0x7000_0000, 16, false));
+        assert_eq!(
+            (raw.device_address(), DeviceBuffer::len(&raw), DeviceBuffer::readonly(&raw)),
+            (0x7000_0000, 16, false)
+        );
         assert_eq!(raw.stream().unwrap(), Stream::None);
         let ro = raw.readonly().on_stream(Stream::LegacyDefault);
         assert!(DeviceBuffer::readonly(&ro));

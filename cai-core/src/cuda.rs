@@ -42,7 +42,7 @@ macro_rules! cudarc_buffer {
         unsafe impl<T: Element> DeviceBuffer for $ty {
             type Elem = T;
 
-            fn device_ptr(&self) -> usize {
+            fn device_address(&self) -> usize {
                 // Reading the pointer on the buffer's own stream makes that stream wait
                 // for cudarc's last recorded write; the guard records a read on drop.
                 let (ptr, _read) = DevicePtr::<T>::device_ptr(self, DeviceSlice::<T>::stream(self));

@@ -49,7 +49,7 @@ fn start<T: Element>(ptr: usize, len: usize, readonly: bool, field: &'static str
 /// [`Export::stream`] names another.
 pub fn device_array<B: DeviceBuffer + ?Sized>(buffer: &B, field: &'static str, layout: Layout) -> Result<Export> {
     let version = layout.version;
-    let mut export = start::<B::Elem>(buffer.device_ptr(), buffer.len(), buffer.readonly(), field, layout)?;
+    let mut export = start::<B::Elem>(buffer.device_address(), buffer.len(), buffer.readonly(), field, layout)?;
     export.device = true;
     if version >= 3 {
         export.descriptor.stream = buffer.stream()?;
