@@ -71,6 +71,7 @@ pub(crate) fn model<'a>(cx: &Ctxt, input: &'a Input<'a>, flavor: Flavor) -> Mode
     let mut nested: Vec<(String, &'a Field<'a>)> = Vec::new();
     let mut stream = None;
     for field in &input.fields {
+        check_array_has_a_name(cx, field);
         let array_name = field.attrs.array.as_ref().map(|a| a.value.clone().unwrap_or_else(|| field.name()));
         let Some(role) = &field.attrs.role else {
             if let Some(name) = array_name {
@@ -119,6 +120,19 @@ pub(crate) fn model<'a>(cx: &Ctxt, input: &'a Input<'a>, flavor: Flavor) -> Mode
     check_container_layout_has_primary(cx, input, &model);
     check_something_to_export(cx, input, &model, flavor);
     model
+}
+
+/// A bare `array` takes the field's name, which a tuple field does not have.
+fn check_array_has_a_name(cx: &Ctxt, field: &Field<'_>) {
+    if let Some(array) = &field.attrs.array {
+        if array.value.is_none() && matches!(field.member, syn::Member::Unnamed(_)) {
+            error(
+                cx,
+                array.span,
+                format!("field {} has no name to give its array: write array = \"...\"", field.name()),
+            );
+        }
+    }
 }
 
 /// `version = N` must be a version the specification defines.
