@@ -343,10 +343,15 @@ impl Descriptor {
         Ok(extent)
     }
 
+    /// The strides as Python prints them: a tuple, or `None`.
+    pub(crate) fn strides_text(&self) -> String {
+        self.strides.as_deref().map_or_else(|| "None".to_owned(), tuple)
+    }
+
     fn overflow(&self, key: &'static str, detail: &'static str) -> Error {
         let value = match key {
             "shape" => tuple(&self.shape),
-            _ => self.strides.as_deref().map_or_else(|| "None".to_owned(), tuple),
+            _ => self.strides_text(),
         };
         Error::Overflow { key, value, detail }
     }

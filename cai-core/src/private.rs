@@ -85,7 +85,7 @@ impl Export {
             return Err(Error::OutOfBuffer {
                 field,
                 shape: tuple(&descriptor.shape),
-                strides: descriptor.strides.as_deref().map_or_else(|| "None".to_owned(), tuple),
+                strides: descriptor.strides_text(),
                 start: extent.start,
                 end: extent.end,
                 available: buffer_bytes,
