@@ -67,3 +67,66 @@ macro_rules! cudarc_buffer {
 cudarc_buffer!(CudaSlice<T>, readonly = false);
 cudarc_buffer!(CudaView<'_, T>, readonly = true);
 cudarc_buffer!(CudaViewMut<'_, T>, readonly = false);
+
+/// A failure to reach or use the CUDA driver.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DriverError {
+    /// The driver library (`libcuda.so`, `nvcuda.dll`) could not be loaded.
+    #[error("the CUDA driver library (libcuda) was not found on this machine")]
+    NotFound,
+    /// A driver call returned an error code.
+    #[error("{call} failed: {name} ({code}): {description}")]
+    Call {
+        /// The driver function.
+        call: &'static str,
+        /// The `CUresult` code.
+        code: u32,
+        /// The code's name (`CUDA_ERROR_INVALID_HANDLE`).
+        name: String,
+        /// The driver's description of the code.
+        description: String,
+    },
+}
+
+impl DriverError {
+    fn call(call: &'static str, error: cudarc::driver::DriverError) -> DriverError {
+        let text = |r: std::result::Result<&std::ffi::CStr, _>| {
+            r.map_or_else(|_| "unknown".to_owned(), |s: &std::ffi::CStr| s.to_string_lossy().into_owned())
+        };
+        DriverError::Call {
+            call,
+            code: error.0 as u32,
+            name: text(error.error_name()),
+            description: text(error.error_string()),
+        }
+    }
+}
+
+/// Whether the CUDA driver library can be loaded. Every function of this module that calls
+/// the driver checks this first and returns [`DriverError::NotFound`] instead of failing.
+pub fn driver_present() -> bool {
+    // SAFETY: loading the library has no precondition; cudarc caches the result.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+fn init() -> std::result::Result<(), DriverError> {
+    if !driver_present() {
+        return Err(DriverError::NotFound);
+    }
+    cudarc::driver::result::init().map_err(|e| DriverError::call("cuInit", e))
+}
+
+/// Blocks the host until all work queued on `stream` so far has finished; nothing to do
+/// for [`Stream::None`].
+///
+/// The legacy and per-thread default streams are those of the context current on the
+/// calling thread.
+pub fn synchronize(stream: Stream) -> std::result::Result<(), DriverError> {
+    let Some(raw) = stream.to_raw() else { return Ok(()) };
+    init()?;
+    // SAFETY: the driver validates the handle; the producer keeps the stream alive for as
+    // long as the object it was exported from, which the caller holds.
+    unsafe { cudarc::driver::result::stream::synchronize(raw as cudarc::driver::sys::CUstream) }
+        .map_err(|e| DriverError::call("cuStreamSynchronize", e))
+}

@@ -80,7 +80,7 @@
 
 mod buffer;
 #[cfg(feature = "cuda")]
-mod cuda;
+pub mod cuda;
 mod descr;
 mod descriptor;
 mod element;

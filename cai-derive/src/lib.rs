@@ -15,6 +15,7 @@ mod check;
 mod ctxt;
 mod expand;
 mod fallback;
+mod pyexport;
 
 use proc_macro::TokenStream;
 use syn::{parse_macro_input, DeriveInput};
@@ -45,6 +46,18 @@ use crate::ctxt::Ctxt;
 ///
 /// Every export validates the descriptor by its version and checks that the bytes it
 /// reaches lie in the buffer.
+/// Adds the interface properties of a `#[pyclass]` to its `#[pymethods]` block. Use it as
+/// `#[cai_py::export]`, written above `#[pymethods]`; see cai-py's documentation.
+///
+/// Arguments: `cuda` (the default: `__cuda_array_interface__`), `host`
+/// (`__array_interface__`), `arrays(name, ...)` and `host_arrays(name, ...)` (a property per
+/// named array, returning a view that keeps the object alive; each name is checked at
+/// compile time against the derive's `NAMES`), `crate = "path"` (where cai-py is).
+#[proc_macro_attribute]
+pub fn export(args: TokenStream, item: TokenStream) -> TokenStream {
+    pyexport::expand(args.into(), item.into()).unwrap_or_else(syn::Error::into_compile_error).into()
+}
+
 #[proc_macro_derive(CudaArrayInterface, attributes(cai))]
 pub fn derive_cuda_array_interface(input: TokenStream) -> TokenStream {
     interface(parse_macro_input!(input as DeriveInput), Flavor::Device).into()

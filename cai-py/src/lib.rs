@@ -1,2 +1,89 @@
-//! Python bindings for cai-core: the pyo3 layer is being built; this crate is a workspace
-//! member so that the layout is settled.
+//! Python bindings for cai: the CUDA Array Interface for `#[pyclass]` containers, the
+//! views and functions of the Python package `cai`, and typed extractors for
+//! `#[pyfunction]` arguments.
+//!
+//! # Exporting a container
+//!
+//! Derive the producer trait (cai-core's `derive` feature), then write
+//! `#[cai_py::export]` above the class's `#[pymethods]` block. It adds the
+//! `__cuda_array_interface__` property to the block, so no `multiple-pymethods` feature is
+//! needed (an empty `#[pymethods] impl Buffer {}` will do when the class has no methods):
+//!
+//! ```ignore
+//! use cai_core::{CudaArrayInterface, RawDeviceBuffer};
+//! use pyo3::prelude::*;
+//!
+//! #[pyclass]
+//! #[derive(CudaArrayInterface)]
+//! struct Buffer {
+//!     #[cai(data)]
+//!     values: RawDeviceBuffer<f32>,
+//!     #[cai(shape)]
+//!     shape: [usize; 2],
+//! }
+//!
+//! #[cai_py::export]
+//! #[pymethods]
+//! impl Buffer {}
+//! ```
+//!
+//! Arguments of `#[cai_py::export]`: `cuda` (the default), `host` for NumPy's
+//! `__array_interface__` (with `#[derive(ArrayInterface)]`), and `arrays(a, b)` /
+//! `host_arrays(a, b)` for the named arrays of a multi-array struct: each becomes a
+//! property returning a [`CudaArray`] (or [`HostArray`]) view that keeps the object alive.
+//! The names are checked against the derive's at compile time.
+//!
+//! The dict is built afresh on every access (the pointer and the stream may change) and
+//! carries `shape`, `typestr`, `data`, `version`, `strides` (`None` when C-contiguous),
+//! `descr` for records, `mask` when present and `stream` from version 3.
+//!
+//! # Accepting device arrays
+//!
+//! [`PyCudaArray`] (and its aliases [`PyCudaArrayRo`], [`PyCudaArrayRw`]) is a
+//! `#[pyfunction]` argument that accepts any CUDA Array Interface producer, checked for
+//! element type, dimensionality and writability.
+//!
+//! # Errors
+//!
+//! Bad input raises `TypeError`, `ValueError` or `BufferError` (see [`error`](crate::to_py_err)),
+//! and a stream that cannot be synchronized raises [`CudaDriverError`]; nothing panics.
+
+mod api;
+mod error;
+mod export;
+mod extract;
+mod parse;
+mod sync;
+mod view;
+
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
+
+pub use api::{as_array, as_cuda_array, from_cuda_array_interface, validate};
+/// Adds the interface properties to a `#[pymethods]` block; see the crate documentation.
+pub use cai_derive::export;
+pub use error::{to_py_err, CudaDriverError};
+pub use export::interface_dict;
+pub use extract::{
+    Access, Dimension, Ix, Ix0, Ix1, Ix2, Ix3, Ix4, Ix5, Ix6, IxDyn, PyCudaArray, PyCudaArrayRo, PyCudaArrayRw,
+    ReadOnly, ReadWrite,
+};
+pub use parse::Interface;
+pub use view::{CudaArray, HostArray};
+
+use pyo3::prelude::*;
+
+/// Adds the classes, functions and exception of the Python package `cai` to `module`.
+pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = module.py();
+    module.add_class::<CudaArray>()?;
+    module.add_class::<HostArray>()?;
+    module.add("CudaDriverError", py.get_type::<CudaDriverError>())?;
+    module.add_function(pyo3::wrap_pyfunction!(as_cuda_array, module)?)?;
+    module.add_function(pyo3::wrap_pyfunction!(from_cuda_array_interface, module)?)?;
+    module.add_function(pyo3::wrap_pyfunction!(as_array, module)?)?;
+    module.add_function(pyo3::wrap_pyfunction!(validate, module)?)?;
+    module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,30 @@
+"""Validated, zero-copy views of CUDA Array Interface producers.
+
+``as_cuda_array(obj)`` reads ``obj.__cuda_array_interface__`` once, checks it against the
+version of the interface it declares, synchronizes on the producer's stream and returns a
+``CudaArray`` view that keeps ``obj`` alive and can itself be handed to any consumer
+(CuPy, PyTorch, Numba, JAX, ...). ``as_array`` does the same for NumPy's host
+``__array_interface__``; ``validate`` lists everything a producer gets wrong.
+"""
+
+from ._cai import (
+    CudaArray,
+    CudaDriverError,
+    HostArray,
+    __version__,
+    as_array,
+    as_cuda_array,
+    from_cuda_array_interface,
+    validate,
+)
+
+__all__ = [
+    "CudaArray",
+    "CudaDriverError",
+    "HostArray",
+    "__version__",
+    "as_array",
+    "as_cuda_array",
+    "from_cuda_array_interface",
+    "validate",
+]

@@ -1,0 +1,82 @@
+//! Building interface dicts from descriptors.
+
+use cai_core::{Descr, Descriptor, FieldType};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+
+use crate::parse::Interface;
+use crate::view::{CudaArray, HostArray};
+
+/// The interface dict of `descriptor`, as the producer `owner` exports it.
+///
+/// The dict carries `shape`, `typestr`, `data`, `version` and `strides` (`None` when the
+/// array is C-contiguous, as Numba and cuDF expect), `descr` for records, `mask` when there
+/// is one (a view of the mask that keeps `owner` alive, unless `mask` gives the object) and,
+/// for the CUDA interface from version 3, `stream`. The host interface is NumPy's version 3.
+pub fn interface_dict<'py>(
+    owner: &Bound<'py, PyAny>,
+    descriptor: &Descriptor,
+    iface: Interface,
+    mask: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let py = owner.py();
+    let dict = PyDict::new(py);
+    dict.set_item(intern!(py, "shape"), PyTuple::new(py, &descriptor.shape)?)?;
+    dict.set_item(intern!(py, "typestr"), typestr_str(py, &descriptor.typestr))?;
+    if let Some(descr) = descriptor.descr.as_ref().filter(|d| d.as_simple().is_none()) {
+        dict.set_item(intern!(py, "descr"), descr_list(py, descr)?)?;
+    }
+    dict.set_item(intern!(py, "data"), (descriptor.data, descriptor.readonly))?;
+    let version = match iface {
+        Interface::Cuda => descriptor.version,
+        Interface::Host => 3,
+    };
+    dict.set_item(intern!(py, "version"), version)?;
+    match &descriptor.strides {
+        Some(s) if !descriptor.is_c_contiguous() => dict.set_item(intern!(py, "strides"), PyTuple::new(py, s)?)?,
+        _ => dict.set_item(intern!(py, "strides"), py.None())?,
+    }
+    match (mask, &descriptor.mask) {
+        (Some(m), _) => dict.set_item(intern!(py, "mask"), m)?,
+        (None, Some(m)) => {
+            let view = match iface {
+                Interface::Cuda => CudaArray::from_descriptor(owner, (**m).clone())?.into_any(),
+                Interface::Host => HostArray::from_descriptor(owner, (**m).clone())?.into_any(),
+            };
+            dict.set_item(intern!(py, "mask"), view)?;
+        }
+        (None, None) => {}
+    }
+    if iface == Interface::Cuda && version >= 3 {
+        dict.set_item(intern!(py, "stream"), descriptor.stream.to_raw())?;
+    }
+    Ok(dict)
+}
+
+fn typestr_str<'py>(py: Python<'py>, typestr: &cai_core::TypeStr) -> Bound<'py, PyString> {
+    PyString::new(py, &typestr.to_string())
+}
+
+/// A descr as NumPy writes it: a list of `(name, type[, shape])` tuples, with `(title,
+/// name)` for titled fields and nested lists for nested records.
+pub(crate) fn descr_list<'py>(py: Python<'py>, descr: &Descr) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::empty(py);
+    for field in &descr.fields {
+        let name = match &field.title {
+            Some(title) => (title.as_str(), field.name.as_str()).into_pyobject(py)?.into_any(),
+            None => PyString::new(py, &field.name).into_any(),
+        };
+        let ty = match &field.ty {
+            FieldType::Scalar(t) => typestr_str(py, t).into_any(),
+            FieldType::Record(nested) => descr_list(py, nested)?.into_any(),
+        };
+        let entry = if field.shape.is_empty() {
+            PyTuple::new(py, [name, ty])?
+        } else {
+            PyTuple::new(py, [name, ty, PyTuple::new(py, &field.shape)?.into_any()])?
+        };
+        list.append(entry)?;
+    }
+    Ok(list)
+}

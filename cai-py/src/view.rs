@@ -1,0 +1,297 @@
+//! `cai.CudaArray` and `cai.HostArray`: validated, zero-copy views of a producer's array.
+
+use cai_core::{Descr, Descriptor, Extent, Stream};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::{PyTraverseError, PyVisit};
+
+use crate::error::to_py_err;
+use crate::export::{descr_list, interface_dict};
+use crate::parse::{Interface, Parsed};
+
+/// What both view classes hold.
+#[derive(Debug)]
+pub(crate) struct Core {
+    descriptor: Descriptor,
+    strides: Vec<isize>,
+    declared_version: u64,
+    extent: Extent,
+    owner: Py<PyAny>,
+    mask: Option<Py<PyAny>>,
+}
+
+impl Core {
+    pub(crate) fn from_parsed(owner: Py<PyAny>, parsed: Parsed) -> PyResult<Core> {
+        let strides = parsed.descriptor.strides().map_err(to_py_err)?.into_owned();
+        Ok(Core {
+            descriptor: parsed.descriptor,
+            strides,
+            declared_version: parsed.declared_version,
+            extent: parsed.extent,
+            owner,
+            mask: parsed.mask,
+        })
+    }
+
+    fn from_descriptor(owner: Py<PyAny>, descriptor: Descriptor) -> PyResult<Core> {
+        let extent = descriptor.validate().map_err(to_py_err)?;
+        let declared_version = u64::from(descriptor.version);
+        Core::from_parsed(owner, Parsed { descriptor, declared_version, mask: None, extent })
+    }
+
+    /// The descriptor this view re-exports: version 3, pointer 0 when empty.
+    fn export_descriptor(&self, iface: Interface) -> Descriptor {
+        let mut d = self.descriptor.clone();
+        if iface == Interface::Cuda {
+            d.version = 3;
+            if self.extent.is_empty() {
+                d.data = 0;
+            }
+        }
+        d
+    }
+
+    fn interface<'py>(&self, slf: &Bound<'py, PyAny>, iface: Interface) -> PyResult<Bound<'py, PyDict>> {
+        let py = slf.py();
+        let mask = self.mask.as_ref().map(|m| m.bind(py));
+        interface_dict(slf, &self.export_descriptor(iface), iface, mask)
+    }
+
+    fn repr(&self, class: &str) -> String {
+        let d = &self.descriptor;
+        let stream = match d.stream {
+            Stream::None => String::new(),
+            s => format!(", stream={s}"),
+        };
+        format!(
+            "cai.{class}(shape={}, typestr='{}', ptr=0x{:x}, strides={}, readonly={}{stream})",
+            py_tuple(&d.shape),
+            d.typestr,
+            d.data,
+            py_tuple(&self.strides),
+            if d.readonly { "True" } else { "False" },
+        )
+    }
+}
+
+fn py_tuple<T: std::fmt::Display>(items: &[T]) -> String {
+    let inner: Vec<String> = items.iter().map(ToString::to_string).collect();
+    if inner.len() == 1 {
+        format!("({},)", inner[0])
+    } else {
+        format!("({})", inner.join(", "))
+    }
+}
+
+macro_rules! view_class {
+    ($(#[$doc:meta])* $ty:ident, $name:literal, $iface:expr, $attr:ident) => {
+        $(#[$doc])*
+        #[pyclass(frozen, weakref, module = "cai", name = $name)]
+        #[derive(Debug)]
+        pub struct $ty {
+            core: Core,
+        }
+
+        impl $ty {
+            /// A view of `descriptor`, validated, that keeps `owner` alive.
+            pub fn from_descriptor<'py>(owner: &Bound<'py, PyAny>, descriptor: Descriptor) -> PyResult<Bound<'py, $ty>> {
+                let core = Core::from_descriptor(owner.clone().unbind(), descriptor)?;
+                Bound::new(owner.py(), $ty { core })
+            }
+
+            pub(crate) fn from_core(py: Python<'_>, core: Core) -> PyResult<Bound<'_, $ty>> {
+                Bound::new(py, $ty { core })
+            }
+
+            /// The validated descriptor (its version is the one whose rules were applied).
+            pub fn descriptor(&self) -> &Descriptor {
+                &self.core.descriptor
+            }
+
+            /// The object the view keeps alive.
+            pub fn owner_object(&self) -> &Py<PyAny> {
+                &self.core.owner
+            }
+
+            /// The bytes the array reaches, as offsets from its pointer.
+            pub fn extent(&self) -> Extent {
+                self.core.extent
+            }
+        }
+
+        #[pymethods]
+        impl $ty {
+            /// The size of each dimension.
+            #[getter]
+            fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+                PyTuple::new(py, &self.core.descriptor.shape)
+            }
+
+            /// Strides in bytes, one per dimension, computed for a C-contiguous array.
+            #[getter]
+            fn strides<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+                PyTuple::new(py, &self.core.strides)
+            }
+
+            /// The number of dimensions.
+            #[getter]
+            fn ndim(&self) -> usize {
+                self.core.descriptor.ndim()
+            }
+
+            /// The number of elements.
+            #[getter]
+            fn size(&self) -> PyResult<usize> {
+                self.core.descriptor.size().map_err(to_py_err)
+            }
+
+            /// The element type string, as the producer wrote it.
+            #[getter]
+            fn typestr(&self) -> String {
+                self.core.descriptor.typestr.to_string()
+            }
+
+            /// The field list, `[('', typestr)]` for a plain type.
+            #[getter]
+            fn descr<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+                let d = &self.core.descriptor;
+                let simple;
+                let descr = match &d.descr {
+                    Some(descr) => descr,
+                    None => {
+                        simple = Descr::simple(d.typestr);
+                        &simple
+                    }
+                };
+                descr_list(py, descr)
+            }
+
+            /// The kind letter of the element type (`'f'`, `'i'`, `'V'`, ...).
+            #[getter]
+            fn kind(&self) -> char {
+                self.core.descriptor.typestr.kind().code()
+            }
+
+            /// The size of one element in bytes.
+            #[getter]
+            fn itemsize(&self) -> usize {
+                self.core.descriptor.itemsize()
+            }
+
+            /// `'<'`, `'>'` or `'|'` (not applicable).
+            #[getter]
+            fn byteorder(&self) -> char {
+                self.core.descriptor.typestr.byte_order().as_char()
+            }
+
+            /// The address of the element at index zero.
+            #[getter]
+            fn ptr(&self) -> usize {
+                self.core.descriptor.data
+            }
+
+            /// `size * itemsize`, as NumPy counts it.
+            #[getter]
+            fn nbytes(&self) -> PyResult<usize> {
+                self.core.descriptor.nbytes().map_err(to_py_err)
+            }
+
+            /// The lowest address the array reaches and one past the highest (equal for an
+            /// empty array), as `numpy.lib.array_utils.byte_bounds` gives them.
+            #[getter]
+            fn byte_bounds(&self) -> (usize, usize) {
+                let base = self.core.descriptor.data;
+                let e = self.core.extent;
+                (base.wrapping_add_signed(e.start), base.wrapping_add_signed(e.end))
+            }
+
+            /// Whether the consumer must not write.
+            #[getter]
+            fn readonly(&self) -> bool {
+                self.core.descriptor.readonly
+            }
+
+            /// The version the producer declared.
+            #[getter]
+            fn version(&self) -> u64 {
+                self.core.declared_version
+            }
+
+            /// The producer's stream: `None`, or an int (1 legacy default, 2 per-thread
+            /// default, otherwise a handle).
+            #[getter]
+            fn stream(&self) -> Option<usize> {
+                self.core.descriptor.stream.to_raw()
+            }
+
+            /// The mask object, or `None`.
+            #[getter]
+            fn mask(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+                self.core.mask.as_ref().map(|m| m.clone_ref(py))
+            }
+
+            /// The producer this view keeps alive.
+            #[getter]
+            fn owner(&self, py: Python<'_>) -> Py<PyAny> {
+                self.core.owner.clone_ref(py)
+            }
+
+            /// Whether the elements lie in C (row-major) order without gaps.
+            #[getter]
+            fn is_c_contiguous(&self) -> bool {
+                self.core.descriptor.is_c_contiguous()
+            }
+
+            /// Whether the elements lie in Fortran (column-major) order without gaps.
+            #[getter]
+            fn is_f_contiguous(&self) -> bool {
+                self.core.descriptor.is_f_contiguous()
+            }
+
+            /// The view's own interface dict, so that it can be handed to any consumer.
+            #[getter($attr)]
+            fn interface<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
+                slf.get().core.interface(slf.as_any(), $iface)
+            }
+
+            fn __len__(&self) -> PyResult<usize> {
+                self.core.descriptor.shape.first().copied().ok_or_else(|| PyTypeError::new_err("len() of a 0-d array"))
+            }
+
+            fn __repr__(&self) -> String {
+                self.core.repr($name)
+            }
+
+            fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+                visit.call(&self.core.owner)?;
+                if let Some(m) = &self.core.mask {
+                    visit.call(m)?;
+                }
+                Ok(())
+            }
+        }
+    };
+}
+
+view_class!(
+    /// A validated view of a device array exported through `__cuda_array_interface__`.
+    ///
+    /// It holds a strong reference to the producer (`owner`) and re-exports the array
+    /// through its own `__cuda_array_interface__` (version 3, the producer's stream).
+    CudaArray,
+    "CudaArray",
+    Interface::Cuda,
+    __cuda_array_interface__
+);
+
+view_class!(
+    /// A validated view of a host array exported through NumPy's `__array_interface__`.
+    ///
+    /// It holds a strong reference to the producer (`owner`) and re-exports the array
+    /// through its own `__array_interface__`, so `numpy.asarray(view)` shares the memory.
+    HostArray,
+    "HostArray",
+    Interface::Host,
+    __array_interface__
+);

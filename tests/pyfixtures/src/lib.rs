@@ -1,0 +1,368 @@
+//! Rust producers and `#[pyfunction]`s with typed extractors, for the pytest suite.
+//!
+//! The "device" arrays here are described, never dereferenced, except by the functions
+//! named `*_host_backed`: the tests hand those producers whose pointer is NumPy memory,
+//! so that writes through an extracted array can be checked on a machine without a GPU.
+
+use std::mem::offset_of;
+
+use cai_core::{ArrayInterface, CudaArrayInterface, DeviceBuffer, Element, RawDeviceBuffer, Stream, StreamHandle};
+use cai_py::{Ix1, Ix2, IxDyn, PyCudaArrayRo, PyCudaArrayRw};
+use pyo3::exceptions::PyIndexError;
+use pyo3::prelude::*;
+
+/// A host matrix of f32 exported through `__array_interface__`.
+#[pyclass]
+#[derive(ArrayInterface)]
+struct HostMatrix {
+    #[cai(data)]
+    data: Vec<f32>,
+    #[cai(shape)]
+    shape: [usize; 2],
+}
+
+#[cai_py::export(host)]
+#[pymethods]
+impl HostMatrix {
+    /// A `rows` x `cols` matrix holding 0, 1, 2, ... in C order.
+    #[new]
+    fn new(rows: usize, cols: usize) -> Self {
+        HostMatrix { data: (0..rows * cols).map(|i| i as f32).collect(), shape: [rows, cols] }
+    }
+
+    fn get(&self, i: usize, j: usize) -> PyResult<f32> {
+        self.index(i, j).map(|k| self.data[k])
+    }
+
+    fn set(&mut self, i: usize, j: usize, value: f32) -> PyResult<()> {
+        let k = self.index(i, j)?;
+        self.data[k] = value;
+        Ok(())
+    }
+
+    fn address(&self) -> usize {
+        self.data.as_ptr() as usize
+    }
+}
+
+impl HostMatrix {
+    fn index(&self, i: usize, j: usize) -> PyResult<usize> {
+        let [rows, cols] = self.shape;
+        if i < rows && j < cols {
+            Ok(i * cols + j)
+        } else {
+            Err(PyIndexError::new_err(format!("index ({i}, {j}) is outside shape ({rows}, {cols})")))
+        }
+    }
+}
+
+/// A read-only host vector of i64.
+#[pyclass(frozen)]
+#[derive(ArrayInterface)]
+#[cai(readonly)]
+struct FrozenVector {
+    #[cai(data)]
+    data: Box<[i64]>,
+}
+
+#[cai_py::export(host)]
+#[pymethods]
+impl FrozenVector {
+    #[new]
+    fn new(values: Vec<i64>) -> Self {
+        FrozenVector { data: values.into_boxed_slice() }
+    }
+}
+
+/// A record with padding: u16 at 0, [f32; 3] at 4, f64 at 16, bool at 24, size 32.
+#[derive(Clone, Copy, Debug, Element)]
+#[repr(C)]
+struct Particle {
+    id: u16,
+    position: [f32; 3],
+    mass: f64,
+    alive: bool,
+}
+
+/// `n` particles exported through `__array_interface__`.
+#[pyclass]
+#[derive(ArrayInterface)]
+struct Particles {
+    #[cai(data)]
+    items: Vec<Particle>,
+}
+
+#[cai_py::export(host)]
+#[pymethods]
+impl Particles {
+    #[new]
+    fn new(n: usize) -> Self {
+        let items = (0..n)
+            .map(|i| Particle {
+                id: i as u16,
+                position: [i as f32, 0.5, -1.0],
+                mass: 2.0 * i as f64,
+                alive: i % 2 == 0,
+            })
+            .collect();
+        Particles { items }
+    }
+
+    /// `(id, position, mass, alive)` of particle `i`, as Rust sees it.
+    fn get(&self, i: usize) -> PyResult<(u16, [f32; 3], f64, bool)> {
+        let p = self.items.get(i).ok_or_else(|| PyIndexError::new_err(format!("no particle {i}")))?;
+        Ok((p.id, p.position, p.mass, p.alive))
+    }
+
+    /// The Rust layout: `(size, {field: offset})`.
+    #[staticmethod]
+    fn layout() -> (usize, Vec<(&'static str, usize)>) {
+        (
+            std::mem::size_of::<Particle>(),
+            vec![
+                ("id", offset_of!(Particle, id)),
+                ("position", offset_of!(Particle, position)),
+                ("mass", offset_of!(Particle, mass)),
+                ("alive", offset_of!(Particle, alive)),
+            ],
+        )
+    }
+}
+
+/// Two named host arrays in one object.
+#[pyclass]
+#[derive(ArrayInterface)]
+struct HostCloud {
+    #[cai(data, array = "xyz")]
+    xyz: Vec<f32>,
+    #[cai(shape, array = "xyz")]
+    xyz_shape: [usize; 2],
+    #[cai(data, array = "ids")]
+    ids: Vec<u32>,
+}
+
+#[cai_py::export(host_arrays(xyz, ids))]
+#[pymethods]
+impl HostCloud {
+    #[new]
+    fn new(n: usize) -> Self {
+        HostCloud { xyz: (0..3 * n).map(|i| i as f32).collect(), xyz_shape: [n, 3], ids: (0..n as u32).collect() }
+    }
+}
+
+/// A device array that is only described (its address is never dereferenced).
+#[pyclass]
+#[derive(CudaArrayInterface)]
+struct DeviceMatrix {
+    #[cai(data)]
+    data: RawDeviceBuffer<f32>,
+    #[cai(shape)]
+    shape: Vec<usize>,
+    #[cai(strides)]
+    strides: Vec<isize>,
+    #[cai(stream)]
+    stream: Stream,
+}
+
+fn raw<T: Element>(address: usize, len: usize) -> RawDeviceBuffer<T> {
+    // SAFETY: the fixtures only describe these buffers; nothing dereferences the address
+    // except the `*_host_backed` functions, whose callers pass host memory they own.
+    unsafe { RawDeviceBuffer::new(address, len) }
+}
+
+fn stream_of(raw: Option<usize>) -> PyResult<Stream> {
+    Stream::from_raw(raw).map_err(cai_py::to_py_err)
+}
+
+#[cai_py::export]
+#[pymethods]
+impl DeviceMatrix {
+    /// `len` elements at `address`, viewed with `shape` (and `strides`), on `stream`.
+    #[new]
+    #[pyo3(signature = (address, len, shape, strides = None, stream = None, readonly = false))]
+    fn new(
+        address: usize,
+        len: usize,
+        shape: Vec<usize>,
+        strides: Option<Vec<isize>>,
+        stream: Option<usize>,
+        readonly: bool,
+    ) -> PyResult<Self> {
+        let buffer = raw(address, len);
+        let data = if readonly { buffer.readonly() } else { buffer };
+        // Without strides, spell out C order: the export must still say `None`.
+        let strides = match strides {
+            Some(s) => s,
+            None => cai_core::Descriptor::new::<f32>(address, shape.clone())
+                .strides()
+                .map_err(cai_py::to_py_err)?
+                .into_owned(),
+        };
+        Ok(DeviceMatrix { data, shape, strides, stream: stream_of(stream)? })
+    }
+
+    /// Moves the array to another address, as a reallocation would.
+    fn reallocate(&mut self, address: usize) {
+        let len = self.data.len();
+        self.data = raw(address, len);
+    }
+
+    /// Switches the stream the data is ordered on.
+    fn set_stream(&mut self, stream: Option<usize>) -> PyResult<()> {
+        self.stream = stream_of(stream)?;
+        Ok(())
+    }
+}
+
+/// A version 2 export (no stream key).
+#[pyclass]
+#[derive(CudaArrayInterface)]
+#[cai(version = 2)]
+struct DeviceV2 {
+    #[cai(data)]
+    data: RawDeviceBuffer<i32>,
+}
+
+#[cai_py::export]
+#[pymethods]
+impl DeviceV2 {
+    #[new]
+    fn new(address: usize, len: usize) -> Self {
+        DeviceV2 { data: raw(address, len).on_stream(Stream::LegacyDefault) }
+    }
+}
+
+/// A device mask.
+#[derive(CudaArrayInterface)]
+struct MaskBuffer {
+    #[cai(data)]
+    data: RawDeviceBuffer<bool>,
+}
+
+/// A masked device array.
+#[pyclass]
+#[derive(CudaArrayInterface)]
+struct MaskedDevice {
+    #[cai(data)]
+    data: RawDeviceBuffer<f64>,
+    #[cai(mask)]
+    mask: MaskBuffer,
+}
+
+#[cai_py::export]
+#[pymethods]
+impl MaskedDevice {
+    #[new]
+    fn new(address: usize, mask_address: usize, len: usize) -> Self {
+        MaskedDevice { data: raw(address, len), mask: MaskBuffer { data: raw(mask_address, len) } }
+    }
+}
+
+/// A point cloud with two named device arrays.
+#[pyclass]
+#[derive(CudaArrayInterface)]
+struct DeviceCloud {
+    #[cai(data, array = "xyz")]
+    xyz: RawDeviceBuffer<f32>,
+    #[cai(shape, array = "xyz")]
+    xyz_shape: [usize; 2],
+    #[cai(data, array = "rgb")]
+    rgb: RawDeviceBuffer<u8>,
+    #[cai(shape, array = "rgb")]
+    rgb_shape: [usize; 2],
+    #[cai(stream)]
+    stream: Stream,
+}
+
+#[cai_py::export(arrays(xyz, rgb))]
+#[pymethods]
+impl DeviceCloud {
+    #[new]
+    fn new(address: usize, n: usize) -> Self {
+        DeviceCloud {
+            xyz: raw(address, 3 * n),
+            xyz_shape: [n, 3],
+            rgb: raw(address + 12 * n + 256, 3 * n),
+            rgb_shape: [n, 3],
+            stream: Stream::Handle(StreamHandle::new(0x7000).expect("a handle")),
+        }
+    }
+}
+
+/// `(ptr, shape, strides, readonly, stream)` of any f32 device array.
+#[pyfunction]
+fn describe_f32(x: PyCudaArrayRo<'_, f32>) -> (usize, Vec<usize>, Vec<isize>, bool, Option<usize>) {
+    (x.device_address(), x.shape().to_vec(), x.strides().to_vec(), x.readonly(), x.stream().to_raw())
+}
+
+/// The dims of a 2-d f32 device array.
+#[pyfunction]
+fn dims_f32_2d(x: PyCudaArrayRo<'_, f32, Ix2>) -> [usize; 2] {
+    x.dims()
+}
+
+/// The element strides of a writable 2-d f64 device array.
+#[pyfunction]
+fn element_strides_f64_2d(x: PyCudaArrayRw<'_, f64, Ix2>) -> Vec<isize> {
+    x.element_strides()
+}
+
+/// Accepts a 1-d u8 array for writing and does nothing with it.
+#[pyfunction]
+fn touch_u8(x: PyCudaArrayRw<'_, u8, Ix1>) -> usize {
+    x.len()
+}
+
+/// Two arguments, the first for writing: refused when they overlap.
+#[pyfunction]
+fn add_into(out: PyCudaArrayRw<'_, f32, IxDyn>, a: PyCudaArrayRo<'_, f32, IxDyn>) -> (usize, usize) {
+    (out.len(), a.len())
+}
+
+/// Two read-only arguments: overlapping is fine.
+#[pyfunction]
+fn sum_lengths(a: PyCudaArrayRo<'_, f32>, b: PyCudaArrayRo<'_, f32>) -> usize {
+    a.len() + b.len()
+}
+
+/// Fills a 1-d contiguous f32 array with `value`. The caller passes a producer whose
+/// pointer is host memory (a NumPy array's); on a GPU array this would be invalid.
+#[pyfunction]
+fn fill_host_backed(mut x: PyCudaArrayRw<'_, f32, Ix1>, value: f32) -> PyResult<()> {
+    if !x.is_c_contiguous() {
+        return Err(pyo3::exceptions::PyValueError::new_err("fill_host_backed needs a contiguous array"));
+    }
+    let n = x.len();
+    let ptr = x.as_mut_ptr();
+    // SAFETY: the tests pass a producer wrapping a live, writable NumPy array of `n`
+    // contiguous f32s, kept alive by `x` for the duration of this call.
+    unsafe { std::slice::from_raw_parts_mut(ptr, n) }.fill(value);
+    Ok(())
+}
+
+/// The same function taking a plain object, for the extractor's overhead benchmark.
+#[pyfunction]
+fn takes_object(x: &Bound<'_, PyAny>) -> bool {
+    !x.is_none()
+}
+
+#[pymodule]
+fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<HostMatrix>()?;
+    m.add_class::<FrozenVector>()?;
+    m.add_class::<Particles>()?;
+    m.add_class::<HostCloud>()?;
+    m.add_class::<DeviceMatrix>()?;
+    m.add_class::<DeviceV2>()?;
+    m.add_class::<MaskedDevice>()?;
+    m.add_class::<DeviceCloud>()?;
+    m.add_function(wrap_pyfunction!(describe_f32, m)?)?;
+    m.add_function(wrap_pyfunction!(dims_f32_2d, m)?)?;
+    m.add_function(wrap_pyfunction!(element_strides_f64_2d, m)?)?;
+    m.add_function(wrap_pyfunction!(touch_u8, m)?)?;
+    m.add_function(wrap_pyfunction!(add_into, m)?)?;
+    m.add_function(wrap_pyfunction!(sum_lengths, m)?)?;
+    m.add_function(wrap_pyfunction!(fill_host_backed, m)?)?;
+    m.add_function(wrap_pyfunction!(takes_object, m)?)?;
+    Ok(())
+}
