@@ -185,7 +185,7 @@ impl Descr {
             labels().find(|l| !seen.insert(l.as_str()))
         };
         if let Some(label) = duplicate {
-            return Err(self.invalid(&format!("the name {label:?} is used twice")));
+            return Err(self.invalid(&format!("the name '{label}' is used twice")));
         }
         for field in &self.fields {
             if let FieldType::Record(inner) = &field.ty {
@@ -203,8 +203,8 @@ impl Descr {
         if typestr.kind() == Kind::Void {
             if itemsize != typestr.itemsize() {
                 return Err(self.invalid(&format!(
-                    "its fields take {itemsize} bytes, but typestr {:?} says {}",
-                    typestr.to_string(),
+                    "its fields take {itemsize} bytes, but typestr '{}' says {}",
+                    typestr,
                     typestr.itemsize()
                 )));
             }
@@ -213,9 +213,8 @@ impl Descr {
         match self.as_simple() {
             Some(t) if t.is_equivalent(typestr) => Ok(()),
             _ => Err(self.invalid(&format!(
-                "typestr {:?} is not a record (|V), so descr must be [('', {:?})]",
-                typestr.to_string(),
-                typestr.to_string()
+                "typestr '{}' is not a record (|V), so descr must be [('', '{}')]",
+                typestr, typestr
             ))),
         }
     }
@@ -318,7 +317,7 @@ mod tests {
     fn a_record_must_match_its_void_typestr() {
         let message = padded().check_typestr(&TypeStr::void(16)).unwrap_err().to_string();
         assert!(message.starts_with("descr: [('a', '|u1')"), "{message}");
-        assert!(message.contains("its fields take 12 bytes, but typestr \"|V16\" says 16"), "{message}");
+        assert!(message.contains("its fields take 12 bytes, but typestr '|V16' says 16"), "{message}");
     }
 
     #[test]
@@ -326,7 +325,7 @@ mod tests {
         assert!(Descr::simple(t("<f4")).check_typestr(&t("<f4")).is_ok());
         assert!(Descr::simple(t("|u1")).check_typestr(&t("<u1")).is_ok());
         let wrong = Descr::simple(t("<i4")).check_typestr(&t("<f4")).unwrap_err().to_string();
-        assert!(wrong.contains("descr: [('', '<i4')]") && wrong.contains("must be [('', \"<f4\")]"), "{wrong}");
+        assert!(wrong.contains("descr: [('', '<i4')]") && wrong.contains("must be [('', '<f4')]"), "{wrong}");
         assert!(padded().check_typestr(&t("<f4")).is_err());
         assert_eq!(Descr::simple(t("<f4")).as_simple(), Some(t("<f4")));
         assert_eq!(padded().as_simple(), None);
@@ -336,11 +335,11 @@ mod tests {
     fn empty_and_duplicate_names_are_refused() {
         assert!(Descr::new(vec![]).check().unwrap_err().to_string().contains("no fields"));
         let dup = Descr::new(vec![Field::new("a", t("<f4")), Field::new("a", t("<i4"))]);
-        assert!(dup.check().unwrap_err().to_string().contains("the name \"a\" is used twice"));
+        assert!(dup.check().unwrap_err().to_string().contains("the name 'a' is used twice"));
         let title_clash = Descr::new(vec![Field::new("a", t("<f4")).with_title("b"), Field::new("b", t("<i4"))]);
         assert!(title_clash.check().is_err());
         let many: Vec<Field> = (0..40).map(|i| Field::new(format!("f{}", i % 39), t("<f4"))).collect();
-        assert!(Descr::new(many).check().unwrap_err().to_string().contains("the name \"f0\" is used twice"));
+        assert!(Descr::new(many).check().unwrap_err().to_string().contains("the name 'f0' is used twice"));
         let distinct: Vec<Field> = (0..40).map(|i| Field::new(format!("f{i}"), t("<f4"))).collect();
         assert_eq!(Descr::new(distinct).check().unwrap(), 160);
         let nested_dup =

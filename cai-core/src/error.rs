@@ -29,7 +29,7 @@ pub enum Error {
     },
 
     /// A malformed or impossible type string.
-    #[error("typestr: {value:?} is malformed: {reason}")]
+    #[error("typestr: '{}' is malformed: {reason}", .value.escape_debug())]
     Typestr {
         /// The string received.
         value: String,
@@ -67,7 +67,7 @@ pub enum Error {
     },
 
     /// A null data pointer for an array that has bytes to reach.
-    #[error("data: pointer 0 (null) received for an array of shape {shape} and typestr {typestr:?}, which reaches {nbytes} bytes; only an empty array may have a null pointer")]
+    #[error("data: pointer 0 (null) received for an array of shape {shape} and typestr '{typestr}', which reaches {nbytes} bytes; only an empty array may have a null pointer")]
     NullPointer {
         /// The shape of the array.
         shape: String,

@@ -586,14 +586,14 @@ mod tests {
             ("<V", "item size is missing"),
         ] {
             let message = err(input);
-            assert!(message.starts_with(&format!("typestr: {input:?} is malformed: ")), "{message}");
+            assert!(message.starts_with(&format!("typestr: '{input}' is malformed: ")), "{message}");
             assert!(message.contains(reason), "{input:?}: {message}");
         }
     }
 
     #[test]
     fn constructors_check_the_size() {
-        assert!(TypeStr::new(ByteOrder::Little, Kind::Float, 3).unwrap_err().to_string().contains("\"<f3\""));
+        assert!(TypeStr::new(ByteOrder::Little, Kind::Float, 3).unwrap_err().to_string().contains("'<f3'"));
         assert_eq!(TypeStr::try_new(ByteOrder::Little, Kind::Int, 3), None);
         assert_eq!(TypeStr::void(7).to_string(), "|V7");
         let f4 = TypeStr::new(ByteOrder::Little, Kind::Float, 4).unwrap();

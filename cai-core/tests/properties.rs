@@ -67,7 +67,7 @@ proptest! {
                 }
                 Err(e) => {
                     prop_assert_eq!(e.key(), "typestr");
-                    let quoted = format!("{:?}", input);
+                    let quoted = format!("'{}'", input.escape_debug());
                     prop_assert!(e.to_string().contains(&quoted), "{} does not quote {}", e, quoted);
                 }
             }

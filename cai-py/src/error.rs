@@ -12,7 +12,8 @@
 use cai_core::ErrorKind;
 use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyString, PyType};
 
 pyo3::create_exception!(
     cai,
@@ -20,6 +21,25 @@ pyo3::create_exception!(
     PyRuntimeError,
     "The CUDA driver is missing or failed while synchronizing on an imported stream."
 );
+
+/// A `cai.CudaDriverError` carrying `message`.
+///
+/// Every extension module built on cai-py raises the same class: the one of the installed
+/// Python package `cai` when it can be imported, so that `except cai.CudaDriverError`
+/// catches errors from any module; this module's own class otherwise.
+pub fn driver_error(py: Python<'_>, message: impl Into<String>) -> PyErr {
+    static CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    let class = CLASS.get_or_init(py, || {
+        let shared = py
+            .import("cai._cai")
+            .and_then(|m| m.getattr("CudaDriverError"))
+            .and_then(|c| c.cast_into::<PyType>().map_err(PyErr::from))
+            .ok()
+            .filter(|c| c.is_subclass_of::<PyRuntimeError>().unwrap_or(false));
+        shared.map_or_else(|| py.get_type::<CudaDriverError>().unbind(), Bound::unbind)
+    });
+    PyErr::from_type(class.bind(py).clone(), message.into())
+}
 
 /// One problem with an interface dict: its class and its message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +101,7 @@ pub(crate) fn received(value: &Bound<'_, PyAny>) -> String {
     const LIMIT: usize = 80;
     let type_name = value.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string());
     let repr = value.repr().map_or_else(|_| "<unprintable>".to_owned(), |r: Bound<'_, PyString>| r.to_string());
+    let repr = repr.split_whitespace().collect::<Vec<_>>().join(" ");
     let repr = if repr.chars().count() > LIMIT {
         let cut: String = repr.chars().take(LIMIT).collect();
         format!("{cut}...")
@@ -88,4 +109,14 @@ pub(crate) fn received(value: &Bound<'_, PyAny>) -> String {
         repr
     };
     format!("{repr} ({type_name})")
+}
+
+/// Integers as Python prints a tuple of them: `(3,)`, `(2, 3)`, `()`.
+pub(crate) fn py_tuple<T: std::fmt::Display>(items: &[T]) -> String {
+    let inner: Vec<String> = items.iter().map(ToString::to_string).collect();
+    if inner.len() == 1 {
+        format!("({},)", inner[0])
+    } else {
+        format!("({})", inner.join(", "))
+    }
 }

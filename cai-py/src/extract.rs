@@ -8,7 +8,7 @@ use cai_core::{Descriptor, Element, Extent, Stream};
 use pyo3::prelude::*;
 use pyo3::Borrowed;
 
-use crate::error::{received, Problem};
+use crate::error::{py_tuple, received, Problem};
 use crate::parse::{Interface, Reader};
 use crate::sync::synchronize;
 
@@ -152,9 +152,7 @@ fn expectation<T: Element, D: Dimension, A: Access>() -> String {
 
 fn describe(d: &Descriptor) -> String {
     let access = if d.readonly { "read-only" } else { "writable" };
-    let shape: Vec<String> = d.shape.iter().map(ToString::to_string).collect();
-    let shape = if shape.len() == 1 { format!("({},)", shape[0]) } else { format!("({})", shape.join(", ")) };
-    format!("a {access} array of '{}' with shape {shape}", d.typestr)
+    format!("a {access} array of '{}' with shape {}", d.typestr, py_tuple(&d.shape))
 }
 
 impl<'a, 'py, T: Element, D: Dimension, A: Access> FromPyObject<'a, 'py> for PyCudaArray<'py, T, D, A> {

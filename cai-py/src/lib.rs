@@ -63,7 +63,7 @@ pub mod __private;
 pub use api::{as_array, as_cuda_array, from_cuda_array_interface, validate};
 /// Adds the interface properties to a `#[pymethods]` block; see the crate documentation.
 pub use cai_derive::export;
-pub use error::{to_py_err, CudaDriverError};
+pub use error::{driver_error, to_py_err, CudaDriverError};
 pub use export::interface_dict;
 pub use extract::{
     Access, Dimension, Ix, Ix0, Ix1, Ix2, Ix3, Ix4, Ix5, Ix6, IxDyn, PyCudaArray, PyCudaArrayRo, PyCudaArrayRw,

@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyMapping, PyString, PyTuple};
 use pyo3::{intern, PyTypeInfo};
 
-use crate::error::{received, Problem};
+use crate::error::{py_tuple, received, Problem};
 
 /// Which of the two interfaces a dict belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,16 +29,12 @@ impl Interface {
         }
     }
 
-    /// The keys a dict of `version` may carry.
-    fn keys(self, version: u32) -> &'static [&'static str] {
-        const V0: &[&str] = &["shape", "typestr", "data", "version", "strides", "descr"];
-        const V1: &[&str] = &["shape", "typestr", "data", "version", "strides", "descr", "mask"];
-        const V3: &[&str] = &["shape", "typestr", "data", "version", "strides", "descr", "mask", "stream"];
-        match (self, version) {
-            (Interface::Host, _) => V1,
-            (Interface::Cuda, 0) => V0,
-            (Interface::Cuda, 1 | 2) => V1,
-            (Interface::Cuda, _) => V3,
+    /// The keys some version of the interface defines; which version allows which key is
+    /// a rule of [`Descriptor::validate`].
+    fn keys(self) -> &'static [&'static str] {
+        match self {
+            Interface::Cuda => &["shape", "typestr", "data", "version", "strides", "descr", "mask", "stream"],
+            Interface::Host => &["shape", "typestr", "data", "version", "strides", "descr", "mask"],
         }
     }
 }
@@ -134,14 +130,15 @@ impl<'a> Reader<'a> {
         if let Some(v) = declared.filter(|&v| v > u64::from(CURRENT_VERSION)) {
             self.newer_version(&dict, iface, v)?;
         }
-        if self.findings.is_some() {
-            let allowed = iface.keys(rules_version);
+        if self.findings.is_some() && declared.is_none_or(|v| v <= u64::from(CURRENT_VERSION)) {
+            // Keys of a later version (a stream in version 2) are judged by their own rules.
+            let known = iface.keys();
             for key in dict.keys() {
-                let known =
-                    key.cast::<PyString>().ok().and_then(|k| k.to_cow().ok()).is_some_and(|k| allowed.contains(&&*k));
-                if !known {
+                let is_known =
+                    key.cast::<PyString>().ok().and_then(|k| k.to_cow().ok()).is_some_and(|k| known.contains(&&*k));
+                if !is_known {
                     let problem = Problem::value_error(format!(
-                        "{}: key {} is not part of version {rules_version} of the interface",
+                        "{}: key {} is not defined by any version of the interface",
                         iface.attribute(),
                         key.repr()?
                     ));
@@ -149,7 +146,6 @@ impl<'a> Reader<'a> {
                 }
             }
         }
-
         let shape = self.take(shape(get(intern!(py, "shape"))?.as_ref()))?;
         let typestr = self.take(typestr(get(intern!(py, "typestr"))?.as_ref()))?;
         let descr = match get(intern!(py, "descr"))? {
@@ -195,7 +191,7 @@ impl<'a> Reader<'a> {
         if self.findings.is_some() && iface == Interface::Cuda && rules_version >= 2 && extent.is_empty() && data != 0 {
             self.report(Problem::value_error(format!(
                 "data: an empty array exports pointer 0 from version 2 on, received 0x{data:x} for shape {}",
-                tuple(&descriptor.shape)
+                py_tuple(&descriptor.shape)
             )))?;
         }
         Ok(Some(Parsed { descriptor, declared_version: declared, mask: mask_obj, extent }))
@@ -204,7 +200,7 @@ impl<'a> Reader<'a> {
     /// A dict newer than version 3: read by 3's rules (with a warning) when every key is one
     /// that 3 knows; refused otherwise.
     fn newer_version(&mut self, dict: &Bound<'_, PyDict>, iface: Interface, v: u64) -> PyResult<()> {
-        let allowed = iface.keys(CURRENT_VERSION);
+        let allowed = iface.keys();
         let mut unknown = Vec::new();
         for key in dict.keys() {
             let text = key.cast::<PyString>().ok().and_then(|k| k.to_cow().ok().map(|c| c.into_owned()));
@@ -280,15 +276,6 @@ impl<'a> Reader<'a> {
 pub(crate) fn no_interface(obj: &Bound<'_, PyAny>, iface: Interface) -> Problem {
     let type_name = obj.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string());
     Problem::type_error(format!("{}: objects of type '{type_name}' do not export it", iface.attribute()))
-}
-
-fn tuple<T: std::fmt::Display>(items: &[T]) -> String {
-    let inner: Vec<String> = items.iter().map(ToString::to_string).collect();
-    if inner.len() == 1 {
-        format!("({},)", inner[0])
-    } else {
-        format!("({})", inner.join(", "))
-    }
 }
 
 fn missing(key: &'static str) -> Problem {

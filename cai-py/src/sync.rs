@@ -4,17 +4,18 @@
 use cai_core::Stream;
 use pyo3::prelude::*;
 
-use crate::error::CudaDriverError;
+use crate::error::driver_error;
 
 /// Makes the producer's pending work on `stream` visible to the caller; nothing to do for
 /// `Stream::None`. Without a CUDA driver this is a `cai.CudaDriverError`.
 pub(crate) fn synchronize(py: Python<'_>, stream: Stream) -> PyResult<()> {
     let Some(raw) = stream.to_raw() else { return Ok(()) };
     driver_synchronize(py, stream).map_err(|reason| {
-        CudaDriverError::new_err(format!(
+        let message = format!(
             "stream: cannot synchronize on stream {raw}: {reason}; pass sync=False to skip synchronization \
              (the caller then orders its work after the producer's)"
-        ))
+        );
+        driver_error(py, message)
     })
 }
 

@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
-use crate::error::to_py_err;
+use crate::error::{py_tuple, to_py_err};
 use crate::export::{descr_list, interface_dict};
 use crate::parse::{Interface, Parsed};
 
@@ -72,15 +72,6 @@ impl Core {
             py_tuple(&self.strides),
             if d.readonly { "True" } else { "False" },
         )
-    }
-}
-
-fn py_tuple<T: std::fmt::Display>(items: &[T]) -> String {
-    let inner: Vec<String> = items.iter().map(ToString::to_string).collect();
-    if inner.len() == 1 {
-        format!("({},)", inner[0])
-    } else {
-        format!("({})", inner.join(", "))
     }
 }
 

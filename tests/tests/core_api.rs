@@ -59,5 +59,5 @@ fn consumer_errors_classify_and_name_their_key() {
     let e = Stream::from_raw(Some(0)).unwrap_err();
     assert_eq!((e.key(), e.kind()), ("stream", ErrorKind::Value));
     let e = "<f3".parse::<TypeStr>().unwrap_err();
-    assert_eq!(e.to_string(), "typestr: \"<f3\" is malformed: a float is 2, 4, 8, 10, 12 or 16 bytes");
+    assert_eq!(e.to_string(), "typestr: '<f3' is malformed: a float is 2, 4, 8, 10, 12 or 16 bytes");
 }

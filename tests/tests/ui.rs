@@ -1,4 +1,5 @@
-//! Compile errors of the derives, each with its expected message and span.
+//! Compile errors of the derives and of `#[cai_py::export]`, each with its expected
+//! message and span.
 
 #[test]
 fn ui() {

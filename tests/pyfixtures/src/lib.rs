@@ -259,7 +259,7 @@ impl MaskedDevice {
 }
 
 /// A point cloud with two named device arrays.
-#[pyclass]
+#[pyclass(weakref)]
 #[derive(CudaArrayInterface)]
 struct DeviceCloud {
     #[cai(data, array = "xyz")]

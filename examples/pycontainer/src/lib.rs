@@ -1,0 +1,126 @@
+//! The cai example extension module `pycontainer`.
+//!
+//! - `Image`: a host image (`Vec<f32>`), exported through NumPy's `__array_interface__`.
+//! - `DeviceImage`: a device image (cudarc `CudaSlice<f32>` on its own stream), exported
+//!   through `__cuda_array_interface__`; needs a GPU.
+//! - `describe(x)` and `fill(x, value)`: `#[pyfunction]`s taking any CUDA Array Interface
+//!   producer (CuPy, PyTorch, Numba, JAX, `DeviceImage`) as a typed, checked argument.
+
+use std::sync::Arc;
+
+use cai_core::{ArrayInterface, CudaArrayInterface};
+use cai_py::{Ix2, PyCudaArrayRo, PyCudaArrayRw};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+use pyo3::prelude::*;
+
+/// A `rows` x `cols` image of f32 in host memory.
+#[pyclass]
+#[derive(ArrayInterface)]
+struct Image {
+    #[cai(data)]
+    pixels: Vec<f32>,
+    #[cai(shape)]
+    shape: [usize; 2],
+}
+
+#[cai_py::export(host)]
+#[pymethods]
+impl Image {
+    #[new]
+    fn new(rows: usize, cols: usize) -> Self {
+        Image { pixels: vec![0.0; rows * cols], shape: [rows, cols] }
+    }
+
+    /// Sets every pixel to `value` (from Rust).
+    fn fill(&mut self, value: f32) {
+        self.pixels.fill(value);
+    }
+
+    /// The sum of the pixels, computed in Rust.
+    fn sum(&self) -> f64 {
+        self.pixels.iter().map(|&p| f64::from(p)).sum()
+    }
+}
+
+fn driver_error(e: impl std::fmt::Display) -> PyErr {
+    Python::attach(|py| cai_py::driver_error(py, e.to_string()))
+}
+
+/// The primary context of device 0, current on this thread. Fails cleanly without a driver.
+fn context() -> PyResult<Arc<CudaContext>> {
+    if !cai_core::cuda::driver_present() {
+        return Err(driver_error(cai_core::cuda::DriverError::NotFound));
+    }
+    let ctx = CudaContext::new(0).map_err(driver_error)?;
+    ctx.bind_to_thread().map_err(driver_error)?;
+    Ok(ctx)
+}
+
+/// A `rows` x `cols` image of f32 in device memory, on a stream of its own.
+#[pyclass]
+#[derive(CudaArrayInterface)]
+struct DeviceImage {
+    #[cai(data)]
+    pixels: CudaSlice<f32>,
+    #[cai(shape)]
+    shape: [usize; 2],
+    #[cai(stream)]
+    stream: Arc<CudaStream>,
+}
+
+#[cai_py::export]
+#[pymethods]
+impl DeviceImage {
+    #[new]
+    fn new(rows: usize, cols: usize) -> PyResult<Self> {
+        let stream = context()?.new_stream().map_err(driver_error)?;
+        let pixels = stream.alloc_zeros::<f32>(rows * cols).map_err(driver_error)?;
+        Ok(DeviceImage { pixels, shape: [rows, cols], stream })
+    }
+
+    /// The pixels, copied to the host (row-major).
+    fn to_list(&self) -> PyResult<Vec<f32>> {
+        self.stream.clone_dtoh(&self.pixels).map_err(driver_error)
+    }
+}
+
+/// A line about any 2-d f32 device array.
+#[pyfunction]
+fn describe(x: PyCudaArrayRo<'_, f32, Ix2>) -> String {
+    let [rows, cols] = x.dims();
+    let layout = if x.is_c_contiguous() { "C-contiguous" } else { "strided" };
+    format!("{rows}x{cols} f32 at 0x{:x}, {layout}, strides {:?} bytes", x.device_address(), x.strides())
+}
+
+/// Sets every element of a C-contiguous 2-d f32 device array to `value`, on the
+/// producer's stream (the legacy default stream when it gave none), and waits for it.
+#[pyfunction]
+fn fill(mut x: PyCudaArrayRw<'_, f32, Ix2>, value: f32) -> PyResult<()> {
+    if !x.is_c_contiguous() {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "x: fill needs a C-contiguous array, received strides {:?}",
+            x.strides()
+        )));
+    }
+    let _ctx = context()?;
+    let n = x.len();
+    let ptr = x.as_mut_ptr() as cudarc::driver::sys::CUdeviceptr;
+    let stream =
+        x.stream().to_raw().map_or(std::ptr::null_mut(), |s| if s == 1 { std::ptr::null_mut() } else { s as _ });
+    // SAFETY: the extractor checked that `x` is a writable f32 array of `n` contiguous
+    // elements and keeps its producer alive; the stream is the producer's (or the default).
+    unsafe {
+        use cudarc::driver::sys;
+        sys::cuMemsetD32Async(ptr, value.to_bits(), n, stream).result().map_err(driver_error)?;
+        sys::cuStreamSynchronize(stream).result().map_err(driver_error)
+    }
+}
+
+#[pymodule]
+fn pycontainer(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Image>()?;
+    m.add_class::<DeviceImage>()?;
+    m.add_function(wrap_pyfunction!(describe, m)?)?;
+    m.add_function(wrap_pyfunction!(fill, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,169 @@
+"""Bad input: the documented exception class, a message naming the key and the value."""
+
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cai
+from conftest import Producer, cai_dict
+
+PTR = 0x7F00_0000_0000
+
+
+def bad(**changes):
+    d = cai_dict()
+    for k, v in changes.items():
+        if v is KeyError:
+            del d[k]
+        else:
+            d[k] = v
+    return d
+
+
+TYPE_ERRORS = [
+    (bad(shape=KeyError), "shape: required key is missing"),
+    (bad(typestr=KeyError), "typestr: required key is missing"),
+    (bad(data=KeyError), "data: required key is missing"),
+    (bad(version=KeyError), "version: required key is missing"),
+    (bad(shape=[4]), r"shape: expected a tuple of non-negative ints, received \[4\] \(list\)"),
+    (bad(shape=(4.0,)), r"shape: expected a tuple of non-negative ints, received 4.0 \(float\)"),
+    (bad(shape=(True,)), r"shape: .* received True \(bool\)"),
+    (bad(typestr=4), r"typestr: expected a str such as '<f4', received 4 \(int\)"),
+    (bad(data=PTR), r"data: expected a \(pointer: int, readonly: bool\) tuple, received \d+ \(int\)"),
+    (bad(data=(PTR,)), r"data: expected .* tuple, received \(\d+,\) \(tuple\)"),
+    (bad(data=(PTR, 0)), r"data: expected .* received \(\d+, 0\) \(tuple\)"),
+    (bad(data=("x", False)), r"data: expected .* received 'x' \(str\)"),
+    (bad(version="3"), r"version: expected an int, received '3' \(str\)"),
+    (bad(version=3.0), r"version: expected an int, received 3.0 \(float\)"),
+    (bad(strides=[4]), r"strides: expected None or a tuple of ints, received \[4\] \(list\)"),
+    (bad(stream="1"), r"stream: expected None or an int, received '1' \(str\)"),
+    (bad(stream=1.0), r"stream: expected None or an int, received 1.0 \(float\)"),
+    (bad(descr="<f4"), r"descr: expected a list of \(name, type\[, shape\]\) tuples, received '<f4' \(str\)"),
+]
+
+VALUE_ERRORS = [
+    (bad(stream=0), "stream: 0 is disallowed"),
+    (bad(stream=-3), "stream: -3 is not a stream"),
+    (bad(typestr="<f3"), "typestr: '<f3' is malformed"),
+    (bad(typestr="f4"), "typestr: 'f4' is malformed"),
+    (bad(typestr=""), "typestr: '' is malformed"),
+    (bad(strides=(4, 4)), r"strides: \(4, 4\) has 2 entries, but shape \(4,\) has 1 dimensions"),
+    (bad(data=(0, False)), r"data: pointer 0 \(null\) received for an array of shape \(4,\)"),
+    (bad(data=(-1, False)), "data: the pointer is negative: -1"),
+    (bad(data=(2**64, False)), "data: .* does not fit in 64 bits"),
+    (bad(shape=(-1,)), r"shape: \(-1,\) \(tuple\) has a dimension that is negative: -1"),
+    (bad(shape=(2**62, 2**62)), "shape: .* overflows"),
+    (bad(strides=(2**62,), shape=(4,)), "strides: .* overflows"),
+    (bad(version=-1), "version: -1 is negative"),
+    (bad(version=4, stream=None, extra=1), "version: 4 is newer"),
+    (bad(descr=[("a",)]), "descr: .* entry 0 has 1 items"),
+    (bad(descr=[("a", "<f8")]), "descr: .* is invalid"),
+    (bad(data=(2**64 - 8, False)), "data: .*"),
+]
+
+
+@pytest.mark.parametrize("desc,message", TYPE_ERRORS, ids=[m[:40] for _, m in TYPE_ERRORS])
+def test_type_errors(desc, message):
+    with pytest.raises(TypeError, match=message):
+        cai.as_cuda_array(Producer(desc))
+
+
+@pytest.mark.parametrize("desc,message", VALUE_ERRORS, ids=[m[:40] for _, m in VALUE_ERRORS])
+def test_value_errors(desc, message):
+    with pytest.raises(ValueError, match=message):
+        cai.as_cuda_array(Producer(desc))
+
+
+@pytest.mark.parametrize("value", [None, 3, "dict", [("shape", (4,))], (1, 2)])
+def test_non_mapping_is_a_type_error(value):
+    with pytest.raises(TypeError, match=r"__cuda_array_interface__: expected a dict, received"):
+        cai.as_cuda_array(Producer(value))
+
+
+def test_object_without_interface():
+    with pytest.raises(TypeError, match="__cuda_array_interface__: objects of type 'object' do not export it"):
+        cai.as_cuda_array(object())
+    with pytest.raises(TypeError, match="__array_interface__: objects of type 'int' do not export it"):
+        cai.as_array(3)
+
+
+def test_exception_raised_by_the_property_propagates():
+    class Broken:
+        @property
+        def __cuda_array_interface__(self):
+            raise KeyError("boom")
+
+    with pytest.raises(KeyError, match="boom"):
+        cai.as_cuda_array(Broken())
+
+
+def test_integer_stream_needs_a_driver_to_synchronize():
+    from cai_fixtures import DeviceMatrix  # noqa: F401  (same machine facts for both modules)
+
+    try:
+        cai.as_cuda_array(Producer(cai_dict(stream=1)))
+    except cai.CudaDriverError as e:
+        assert "stream: cannot synchronize on stream 1" in str(e)
+        assert "sync=False" in str(e)
+        assert isinstance(e, RuntimeError)
+    else:  # a driver is present: synchronizing worked or raised a driver error above
+        pass
+    assert cai.as_cuda_array(Producer(cai_dict(stream=1)), sync=False).stream == 1
+
+
+# Values that a careless or hostile producer might put anywhere.
+junk = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True),
+    st.text(max_size=6),
+    st.binary(max_size=4),
+    st.lists(st.integers(min_value=-5, max_value=2**65), max_size=4),
+    st.tuples(st.integers(min_value=-5, max_value=2**65), st.booleans()),
+    st.lists(st.integers(min_value=-(2**64), max_value=2**64), max_size=3).map(tuple),
+    st.sampled_from(["<f4", "|b1", "<U2", "|V8", ">c16", "<M8[ns]", "<f3", "|O", "x"]),
+    st.lists(st.tuples(st.text(max_size=2), st.sampled_from(["<f4", "|u1", "<i8", "q"])), max_size=3),
+)
+KEYS = ["shape", "typestr", "data", "version", "strides", "descr", "mask", "stream", "other"]
+dicts = st.dictionaries(st.sampled_from(KEYS), junk, max_size=9)
+mutated = st.builds(
+    lambda base, changes: {**base, **changes},
+    st.builds(lambda s, v: cai_dict(shape=s, version=v), st.lists(st.integers(0, 5), max_size=3).map(tuple), st.integers(0, 3)),
+    st.dictionaries(st.sampled_from(KEYS), junk, max_size=3),
+)
+
+
+@pytest.mark.filterwarnings("ignore:version.*is newer:RuntimeWarning")
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(dicts, mutated))
+def test_malformed_dicts_raise_only_documented_exceptions(desc):
+    try:
+        v = cai.as_cuda_array(Producer(desc), sync=False)
+    except (TypeError, ValueError) as e:
+        assert type(e).__name__ != "PanicException"
+        assert str(e).split(":")[0] in KEYS + ["__cuda_array_interface__"], str(e)
+    else:
+        assert v.__cuda_array_interface__["shape"] == v.shape
+    findings = cai.validate(desc)
+    assert isinstance(findings, list)
+
+
+def test_refcount_is_unchanged_after_many_failed_imports():
+    p = Producer(bad(stream=0))
+    q = Producer(bad(shape=[1]))
+    payload = p.desc["data"]
+    start = (sys.getrefcount(p), sys.getrefcount(q), sys.getrefcount(payload))
+    for _ in range(100_000):
+        try:
+            cai.as_cuda_array(p)
+        except ValueError:
+            pass
+    for _ in range(1_000):
+        try:
+            cai.as_cuda_array(q)
+        except TypeError:
+            pass
+    assert (sys.getrefcount(p), sys.getrefcount(q), sys.getrefcount(payload)) == start

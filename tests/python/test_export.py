@@ -1,0 +1,171 @@
+"""Rust containers exported through the interfaces, read by NumPy and by cai."""
+
+import gc
+import sys
+import weakref
+
+import numpy as np
+import pytest
+
+import cai
+import cai_fixtures as fx
+
+DEVICE = 0x7F00_0000_0000
+
+
+def test_host_matrix_is_zero_copy_both_ways():
+    m = fx.HostMatrix(3, 4)
+    a = np.asarray(m)
+    assert a.dtype == np.float32 and a.shape == (3, 4) and a.strides == (16, 4)
+    assert a.ctypes.data == m.address()
+    assert a.flags.writeable and a.flags.c_contiguous
+    np.testing.assert_array_equal(a, np.arange(12, dtype=np.float32).reshape(3, 4))
+    a[2, 3] = 123.5
+    assert m.get(2, 3) == 123.5
+    m.set(0, 1, -7.0)
+    assert a[0, 1] == -7.0
+
+
+def test_host_interface_dict_keys():
+    d = fx.HostMatrix(2, 5).__array_interface__
+    assert set(d) == {"shape", "typestr", "data", "version", "strides"}
+    assert d["strides"] is None and d["version"] == 3 and d["typestr"] == "<f4"
+    assert isinstance(d["data"], tuple) and d["data"][1] is False
+
+
+def test_readonly_host_vector_is_not_writeable_in_numpy():
+    v = fx.FrozenVector([1, 2, 3])
+    a = np.asarray(v)
+    assert a.dtype == np.int64 and not a.flags.writeable
+    with pytest.raises(ValueError):
+        a[0] = 5
+    assert cai.as_array(v).readonly
+
+
+def test_records_match_rust_layout():
+    p = fx.Particles(4)
+    a = np.asarray(p)
+    size, offsets = fx.Particles.layout()
+    assert a.dtype.itemsize == size
+    for name, offset in offsets:
+        assert a.dtype.fields[name][1] == offset, name
+    assert a.dtype["position"].shape == (3,)
+    for i in range(4):
+        ident, position, mass, alive = p.get(i)
+        assert a["id"][i] == ident and a["mass"][i] == mass and bool(a["alive"][i]) == alive
+        np.testing.assert_array_equal(a["position"][i], np.array(position, dtype=np.float32))
+    a["mass"][2] = 99.0
+    assert p.get(2)[2] == 99.0
+
+
+def test_empty_host_arrays():
+    a = np.asarray(fx.HostMatrix(0, 4))
+    assert a.shape == (0, 4) and a.size == 0
+    v = cai.as_array(fx.HostMatrix(0, 4))
+    assert v.nbytes == 0 and v.byte_bounds[0] == v.byte_bounds[1]
+
+
+def test_device_dict_has_every_required_key():
+    d = fx.DeviceMatrix(DEVICE, 12, [3, 4]).__cuda_array_interface__
+    assert d == {
+        "shape": (3, 4),
+        "typestr": "<f4",
+        "data": (DEVICE, False),
+        "version": 3,
+        "strides": None,
+        "stream": None,
+    }
+
+
+def test_explicit_strides_are_exported_unless_c_contiguous():
+    t = fx.DeviceMatrix(DEVICE, 12, [4, 3], strides=[4, 16]).__cuda_array_interface__
+    assert t["strides"] == (4, 16)
+    c = fx.DeviceMatrix(DEVICE, 12, [3, 4], strides=[16, 4]).__cuda_array_interface__
+    assert c["strides"] is None
+
+
+@pytest.mark.parametrize("stream", [1, 2, 0x5000])
+def test_streams_are_exported_never_zero(stream):
+    d = fx.DeviceMatrix(DEVICE, 4, [4], stream=stream).__cuda_array_interface__
+    assert d["stream"] == stream
+
+
+def test_stream_zero_cannot_be_set():
+    with pytest.raises(ValueError, match="stream: 0 is disallowed"):
+        fx.DeviceMatrix(DEVICE, 4, [4], stream=0)
+
+
+def test_pointer_and_stream_are_read_fresh_on_every_access():
+    d = fx.DeviceMatrix(DEVICE, 4, [4], stream=1)
+    assert d.__cuda_array_interface__["data"][0] == DEVICE
+    d.reallocate(DEVICE + 4096)
+    d.set_stream(0x9000)
+    fresh = d.__cuda_array_interface__
+    assert fresh["data"][0] == DEVICE + 4096 and fresh["stream"] == 0x9000
+
+
+def test_readonly_device_export():
+    d = fx.DeviceMatrix(DEVICE, 4, [4], readonly=True).__cuda_array_interface__
+    assert d["data"] == (DEVICE, True)
+
+
+def test_version_2_export_has_no_stream_key():
+    d = fx.DeviceV2(DEVICE, 3).__cuda_array_interface__
+    assert d["version"] == 2 and "stream" not in d and d["typestr"] == "<i4"
+
+
+def test_empty_device_array_exports_null_pointer():
+    d = fx.DeviceMatrix(DEVICE, 0, [0, 4]).__cuda_array_interface__
+    assert d["data"] == (0, False) and d["shape"] == (0, 4)
+
+
+def test_out_of_buffer_shape_is_refused():
+    d = fx.DeviceMatrix(DEVICE, 4, [3, 4])
+    with pytest.raises(ValueError, match="shape: .*reaches bytes 0 to 48"):
+        d.__cuda_array_interface__
+
+
+def test_mask_is_an_object_exporting_the_interface():
+    m = fx.MaskedDevice(DEVICE, DEVICE + 4096, 3)
+    d = m.__cuda_array_interface__
+    mask = d["mask"]
+    assert mask.__cuda_array_interface__["typestr"] == "|b1"
+    assert mask.__cuda_array_interface__["data"][0] == DEVICE + 4096
+    assert mask.owner is m
+    v = cai.as_cuda_array(m)
+    assert v.mask is not None and cai.as_cuda_array(v.mask).shape == (3,)
+
+
+def test_named_device_arrays_are_views_that_keep_the_parent_alive():
+    cloud = fx.DeviceCloud(DEVICE, 5)
+    xyz = cloud.xyz
+    assert isinstance(xyz.__cuda_array_interface__, dict)
+    assert xyz.shape == (5, 3) and xyz.typestr == "<f4" and xyz.ptr == DEVICE
+    assert xyz.stream == 0x7000
+    assert cloud.rgb.typestr == "|u1" and cloud.rgb.shape == (5, 3)
+    assert not hasattr(cloud, "__cuda_array_interface__")
+    ref = weakref.ref(cloud)
+    del cloud
+    gc.collect()
+    assert ref() is not None, "the view keeps its parent alive"
+    assert xyz.owner is ref()
+    del xyz
+    gc.collect()
+    assert ref() is None
+
+
+def test_named_host_arrays_share_memory_with_rust():
+    cloud = fx.HostCloud(4)
+    xyz = np.asarray(cloud.xyz)
+    ids = np.asarray(cloud.ids)
+    assert xyz.shape == (4, 3) and xyz.dtype == np.float32
+    np.testing.assert_array_equal(ids, np.arange(4, dtype=np.uint32))
+    assert np.shares_memory(xyz, np.asarray(cloud.xyz))
+
+
+def test_export_does_not_leak():
+    d = fx.DeviceMatrix(DEVICE, 12, [3, 4], stream=1)
+    before = sys.getrefcount(d)
+    for _ in range(10_000):
+        d.__cuda_array_interface__
+    assert sys.getrefcount(d) == before

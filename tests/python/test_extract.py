@@ -1,0 +1,117 @@
+"""Typed extractors of #[pyfunction] arguments (cai_py::PyCudaArray)."""
+
+import sys
+
+import numpy as np
+import pytest
+
+import cai
+import cai_fixtures as fx
+from conftest import Producer, cai_dict, host_backed
+
+PTR = 0x7F00_0000_0000
+
+
+def test_accepts_any_producer():
+    d = cai_dict(shape=(3, 4), ptr=PTR)
+    expected = (PTR, [3, 4], [16, 4], False, None)
+    assert fx.describe_f32(Producer(d)) == expected
+    assert fx.describe_f32(cai.from_cuda_array_interface(d)) == expected
+    assert fx.describe_f32(fx.DeviceMatrix(PTR, 12, [3, 4])) == expected
+    assert fx.describe_f32(fx.DeviceMatrix(PTR, 12, [4, 3]).__cuda_array_interface__ and Producer(cai_dict(shape=(4, 3))))[1] == [4, 3]
+
+
+def test_fixed_dimensions():
+    assert fx.dims_f32_2d(Producer(cai_dict(shape=(5, 2)))) == [5, 2]
+    with pytest.raises(TypeError, match=r"expected a CUDA array of '<f4' with 2 dimensions, received a writable array of '<f4' with shape \(5,\) \(wrong number of dimensions\)"):
+        fx.dims_f32_2d(Producer(cai_dict(shape=(5,))))
+
+
+def test_wrong_element_type():
+    with pytest.raises(TypeError, match=r"expected a CUDA array of '<f4', received a writable array of '<f8' with shape \(4,\) \(wrong element type\)"):
+        fx.describe_f32(Producer(cai_dict(typestr="<f8")))
+    with pytest.raises(TypeError, match="wrong element type"):
+        fx.describe_f32(Producer(cai_dict(typestr=">f4")))
+
+
+def test_error_names_the_argument_where_python_supports_notes():
+    with pytest.raises(TypeError) as info:
+        fx.describe_f32(Producer(cai_dict(typestr="<i4")))
+    if sys.version_info >= (3, 11):
+        assert any("'x'" in note for note in info.value.__notes__)
+
+
+def test_readonly_array_refused_for_writing():
+    with pytest.raises(BufferError, match=r"expected a writable CUDA array of '\|u1' with 1 dimension, received a read-only array"):
+        fx.touch_u8(Producer(cai_dict(typestr="|u1", readonly=True)))
+    assert fx.touch_u8(Producer(cai_dict(typestr="|u1"))) == 4
+    # read-only extraction accepts both
+    assert fx.describe_f32(Producer(cai_dict(readonly=True)))[3] is True
+
+
+def test_not_a_producer():
+    with pytest.raises(TypeError, match=r"expected a CUDA array of '<f4', received array\(\[0\., 0\.\]\) \(ndarray\)"):
+        fx.describe_f32(np.zeros(2))
+    with pytest.raises(TypeError, match=r"received None \(NoneType\)"):
+        fx.describe_f32(None)
+
+
+def test_invalid_dict_errors_pass_through():
+    with pytest.raises(ValueError, match="stream: 0 is disallowed"):
+        fx.describe_f32(Producer(cai_dict(stream=0)))
+
+
+def test_strides_in_whole_elements():
+    assert fx.element_strides_f64_2d(Producer(cai_dict(typestr="<f8", shape=(3, 2), strides=(8, 24)))) == [1, 3]
+    assert fx.element_strides_f64_2d(Producer(cai_dict(typestr="<f8", shape=(3, 2), strides=(-16, 8), ptr=PTR + 64))) == [-2, 1]
+    with pytest.raises(ValueError, match="strides: .* are not whole multiples of the element size 8"):
+        fx.element_strides_f64_2d(Producer(cai_dict(typestr="<f8", shape=(3, 2), strides=(12, 4))))
+
+
+def test_overlapping_read_write_arguments_are_refused():
+    whole = Producer(cai_dict(shape=(8,)))
+    tail = Producer(cai_dict(shape=(4,), ptr=PTR + 16))
+    elsewhere = Producer(cai_dict(shape=(8,), ptr=PTR + 4096))
+    with pytest.raises(BufferError, match="overlap .* a read-write and a read-only argument may not share memory"):
+        fx.add_into(whole, tail)
+    with pytest.raises(BufferError, match="overlap"):
+        fx.add_into(whole, whole)
+    assert fx.add_into(whole, elsewhere) == (8, 8)
+    # Two read-only arguments may overlap.
+    assert fx.sum_lengths(whole, tail) == 12
+    # Adjacent ranges do not overlap; the registry is emptied after each call.
+    assert fx.add_into(Producer(cai_dict(shape=(4,))), tail) == (4, 4)
+    assert fx.add_into(whole, elsewhere) == (8, 8)
+
+
+def test_empty_arrays_never_overlap():
+    empty = Producer(cai_dict(shape=(0,), ptr=0))
+    assert fx.add_into(empty, empty) == (0, 0)
+
+
+def test_writes_reach_the_producer_memory():
+    arr = np.zeros(5, np.float32)
+    fx.fill_host_backed(host_backed(arr), 2.5)
+    np.testing.assert_array_equal(arr, np.full(5, 2.5, np.float32))
+    ro = np.zeros(5, np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(BufferError):
+        fx.fill_host_backed(host_backed(ro), 1.0)
+    assert not ro.any()
+
+
+def test_integer_stream_is_synchronized_or_refused():
+    p = Producer(cai_dict(stream=0x5000))
+    try:
+        fx.describe_f32(p)
+    except cai.CudaDriverError as e:  # the same class from every module built on cai-py
+        assert "stream: cannot synchronize on stream 20480" in str(e)
+
+
+def test_refcount_after_failed_extractions():
+    p = Producer(cai_dict(typestr="<i8"))
+    start = sys.getrefcount(p)
+    for _ in range(10_000):
+        with pytest.raises(TypeError):
+            fx.describe_f32(p)
+    assert sys.getrefcount(p) == start
