@@ -137,7 +137,7 @@ macro_rules! view_class {
                 self.core.descriptor.size().map_err(to_py_err)
             }
 
-            /// The element type string, as the producer wrote it.
+            /// The element type string (`=` resolved to this machine's byte order).
             #[getter]
             fn typestr(&self) -> String {
                 self.core.descriptor.typestr.to_string()
