@@ -87,6 +87,7 @@ mod element;
 mod error;
 mod interface;
 mod stream;
+pub mod sync;
 pub mod typestr;
 
 #[doc(hidden)]

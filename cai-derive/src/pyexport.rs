@@ -14,6 +14,7 @@ struct Args {
     host: bool,
     arrays: Vec<Ident>,
     host_arrays: Vec<Ident>,
+    options: Option<syn::Member>,
     krate: Option<syn::Path>,
 }
 
@@ -38,6 +39,10 @@ impl Parse for Args {
                     let list = if key == "arrays" { &mut args.arrays } else { &mut args.host_arrays };
                     list.extend(names);
                 }
+                "options" => {
+                    input.parse::<Token![=]>()?;
+                    args.options = Some(input.parse()?);
+                }
                 "crate" => {
                     input.parse::<Token![=]>()?;
                     let lit: LitStr = input.parse()?;
@@ -48,7 +53,7 @@ impl Parse for Args {
                         &key,
                         format!(
                             "unknown argument `{other}`: expected `cuda`, `host`, `arrays(name, ...)`, \
-                             `host_arrays(name, ...)` or `crate = \"path\"`"
+                             `host_arrays(name, ...)`, `options = field` or `crate = \"path\"`"
                         ),
                     ))
                 }
@@ -99,11 +104,19 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenS
             }
         }
     };
+    if args.options.is_some() && !args.cuda {
+        let span = args.options.as_ref().map_or_else(Span::call_site, syn::spanned::Spanned::span);
+        return Err(syn::Error::new(span, "`options = field` applies to `__cuda_array_interface__`: add `cuda`"));
+    }
     if args.cuda {
+        let body = match &args.options {
+            Some(field) => quote!(#p::cuda_interface_with(slf, |this: &Self| this.#field)),
+            None => quote!(#p::cuda_interface(slf)),
+        };
         items.push(getter(
             "__cuda_array_interface__",
             format_ident!("__cai_cuda_array_interface"),
-            quote!(#p::cuda_interface(slf)),
+            body,
             quote!(#p::pyo3::Bound<'py, #p::pyo3::types::PyDict>),
         ));
     }

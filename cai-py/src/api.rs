@@ -1,47 +1,135 @@
 //! The functions of the Python package `cai`.
 
+use cai_core::sync::SyncPolicy;
+use cai_core::Stream;
 use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyString};
 
-use crate::error::Problem;
+use crate::config::{self, Config};
+use crate::error::{received, Problem};
 use crate::parse::{no_interface, Interface, Parsed, Reader};
-use crate::sync::synchronize;
+use crate::sync::{consume, ImportOptions};
 use crate::view::{Core, CudaArray, HostArray};
 
 fn strict(result: PyResult<Option<Parsed>>) -> PyResult<Parsed> {
     result?.ok_or_else(|| Problem::type_error("a strict reader returned no result").into())
 }
 
-fn cuda_view<'py>(py: Python<'py>, owner: Py<PyAny>, parsed: Parsed, sync: bool) -> PyResult<Bound<'py, CudaArray>> {
-    if sync {
-        synchronize(py, parsed.descriptor.stream)?;
+/// The consumer's stream: `None` (the legacy default stream), an int, or a stream object
+/// (`__cuda_stream__`, or `.cuda_stream` as in PyTorch, or `.ptr` as in CuPy), whose null
+/// handle is the legacy default stream.
+fn consumer_stream(stream: Option<&Bound<'_, PyAny>>) -> PyResult<Stream> {
+    let Some(obj) = stream.filter(|s| !s.is_none()) else { return Ok(Stream::LegacyDefault) };
+    let py = obj.py();
+    let bad = || {
+        Problem::type_error(format!(
+            "stream: expected None, an int or a stream object (with __cuda_stream__, .cuda_stream or .ptr), received {}",
+            received(obj)
+        ))
+    };
+    if obj.is_instance_of::<PyBool>() {
+        return Err(bad().into());
     }
+    if let Ok(raw) = obj.extract::<i64>() {
+        let raw = usize::try_from(raw).map_err(|_| Problem::value_error(format!("stream: {raw} is not a stream")))?;
+        return Stream::from_raw(Some(raw)).map_err(|e| Problem::from(e).into());
+    }
+    let handle = if obj.hasattr(pyo3::intern!(py, "__cuda_stream__"))? {
+        let pair = obj.call_method0(pyo3::intern!(py, "__cuda_stream__"))?;
+        pair.extract::<(i64, usize)>().map_err(|_| bad())?.1
+    } else if let Some(h) = obj.getattr_opt(pyo3::intern!(py, "cuda_stream"))? {
+        h.extract::<usize>().map_err(|_| bad())?
+    } else if let Some(h) = obj.getattr_opt(pyo3::intern!(py, "ptr"))? {
+        h.extract::<usize>().map_err(|_| bad())?
+    } else {
+        return Err(bad().into());
+    };
+    match handle {
+        0 => Ok(Stream::LegacyDefault),
+        h => Stream::from_raw(Some(h)).map_err(|e| Problem::from(e).into()),
+    }
+}
+
+/// The options of one import, from its arguments and the process-wide settings.
+fn import_options(
+    py: Python<'_>,
+    sync: bool,
+    stream: Option<&Bound<'_, PyAny>>,
+    policy: Option<&str>,
+    check_pointers: Option<bool>,
+    allow_other_device: bool,
+) -> PyResult<ImportOptions> {
+    let config = config::get(py)?;
+    let policy = match (sync, policy) {
+        (false, _) => SyncPolicy::Ignore,
+        (true, Some(p)) => {
+            SyncPolicy::parse(p).map_err(|e| Problem::value_error(e.replacen(SyncPolicy::ENV, "policy", 1)))?
+        }
+        (true, None) => config.import_sync,
+    };
+    Ok(ImportOptions {
+        policy,
+        consumer: consumer_stream(stream)?,
+        check_pointers: check_pointers.unwrap_or(config.check_pointers),
+        allow_other_device,
+    })
+}
+
+fn cuda_view<'py>(
+    py: Python<'py>,
+    owner: Py<PyAny>,
+    parsed: Parsed,
+    options: &ImportOptions,
+) -> PyResult<Bound<'py, CudaArray>> {
+    consume(py, &parsed, options)?;
     CudaArray::from_core(py, Core::from_parsed(owner, parsed)?)
 }
 
-/// Reads `obj.__cuda_array_interface__` once, validates it by the version it declares and
+/// Reads `obj.__cuda_array_interface__` once, validates it by the version it declares,
+/// checks the pointer with the driver, orders the caller's work after the producer's, and
 /// returns a `cai.CudaArray` view that keeps `obj` alive.
 ///
-/// With `sync=True` (the default) and an integer stream, waits for the producer's stream
-/// (needs the CUDA driver; `cai.CudaDriverError` without one); `sync=False` skips that.
+/// - `stream`: the stream the caller will use (None: the legacy default stream; an int;
+///   or a CuPy / PyTorch / cuda.core stream object).
+/// - `policy`: `'wait'` (the caller's stream waits on an event recorded on the producer's
+///   stream; the host does not block), `'synchronize'` (the host waits) or `'ignore'`;
+///   default from `CAI_IMPORT_SYNC`, else `'wait'`. `sync=False` is `'ignore'`.
+/// - `check_pointers`: refuse a pointer the driver does not know, an extent that leaves its
+///   allocation, and (unless `allow_other_device`) memory of another device than the
+///   stream's; default from `CAI_CHECK_POINTERS`, else on. Skipped without a driver.
 #[pyfunction]
-#[pyo3(signature = (obj, *, sync = true))]
-pub fn as_cuda_array<'py>(obj: &Bound<'py, PyAny>, sync: bool) -> PyResult<Bound<'py, CudaArray>> {
+#[pyo3(signature = (obj, *, sync = true, stream = None, policy = None, check_pointers = None, allow_other_device = false))]
+pub fn as_cuda_array<'py>(
+    obj: &Bound<'py, PyAny>,
+    sync: bool,
+    stream: Option<&Bound<'py, PyAny>>,
+    policy: Option<&str>,
+    check_pointers: Option<bool>,
+    allow_other_device: bool,
+) -> PyResult<Bound<'py, CudaArray>> {
+    let options = import_options(obj.py(), sync, stream, policy, check_pointers, allow_other_device)?;
     let parsed = strict(Reader::strict().read_object(obj, Interface::Cuda))?;
-    cuda_view(obj.py(), obj.clone().unbind(), parsed, sync)
+    cuda_view(obj.py(), obj.clone().unbind(), parsed, &options)
 }
 
 /// The same as `as_cuda_array`, from an interface dict; the view keeps `owner` alive.
 #[pyfunction]
-#[pyo3(signature = (desc, owner = None, *, sync = true))]
+#[pyo3(signature = (desc, owner = None, *, sync = true, stream = None, policy = None, check_pointers = None, allow_other_device = false))]
+#[allow(clippy::too_many_arguments)]
 pub fn from_cuda_array_interface<'py>(
     desc: &Bound<'py, PyAny>,
     owner: Option<Bound<'py, PyAny>>,
     sync: bool,
+    stream: Option<&Bound<'py, PyAny>>,
+    policy: Option<&str>,
+    check_pointers: Option<bool>,
+    allow_other_device: bool,
 ) -> PyResult<Bound<'py, CudaArray>> {
     let py = desc.py();
+    let options = import_options(py, sync, stream, policy, check_pointers, allow_other_device)?;
     let parsed = strict(Reader::strict().parse(desc, Interface::Cuda))?;
     let owner = owner.map_or_else(|| py.None(), Bound::unbind);
-    cuda_view(py, owner, parsed, sync)
+    cuda_view(py, owner, parsed, &options)
 }
 
 /// Reads `obj.__array_interface__` (NumPy's, host memory) and returns a `cai.HostArray`
@@ -61,10 +149,10 @@ pub fn as_array<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, HostArray>>
 #[pyfunction]
 pub fn validate<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Vec<String>> {
     let py = obj.py();
-    let (value, iface) = if obj.is_instance_of::<pyo3::types::PyDict>() {
+    let (value, iface) = if obj.is_instance_of::<PyDict>() {
         (Ok(obj.clone()), Interface::Cuda)
     } else {
-        let attribute = |name: &Bound<'py, pyo3::types::PyString>| match obj.getattr(name) {
+        let attribute = |name: &Bound<'py, PyString>| match obj.getattr(name) {
             Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) => None,
             other => Some(other),
         };
@@ -84,4 +172,89 @@ pub fn validate<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Vec<String>> {
         Err(e) => findings.push(format!("{}: reading the attribute raised {}", iface.attribute(), e)),
     }
     Ok(findings)
+}
+
+fn config_dict<'py>(py: Python<'py>, c: &Config) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("import_sync", c.import_sync.name())?;
+    d.set_item("check_pointers", c.check_pointers)?;
+    d.set_item("export_stream", if c.export.stream_none == Some(true) { "none" } else { "report" })?;
+    d.set_item("export_version", c.export.version.unwrap_or(3))?;
+    Ok(d)
+}
+
+/// Changes process-wide options of this module and returns them all as a dict. Options
+/// left as None keep their value (initially from the environment: `CAI_IMPORT_SYNC`,
+/// `CAI_CHECK_POINTERS`, `CAI_EXPORT_STREAM`, `CAI_EXPORT_VERSION`).
+///
+/// - `import_sync`: `'wait'`, `'synchronize'` or `'ignore'`.
+/// - `check_pointers`: bool.
+/// - `export_stream`: `'report'` or `'none'` (always export `stream: None`).
+/// - `export_version`: 3, or 2 (no `stream` key).
+#[pyfunction]
+#[pyo3(signature = (*, import_sync = None, check_pointers = None, export_stream = None, export_version = None))]
+pub fn configure<'py>(
+    py: Python<'py>,
+    import_sync: Option<&str>,
+    check_pointers: Option<bool>,
+    export_stream: Option<&str>,
+    export_version: Option<u32>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let mut c = config::get(py)?;
+    if let Some(v) = import_sync {
+        c.import_sync =
+            SyncPolicy::parse(v).map_err(|e| Problem::value_error(e.replacen(SyncPolicy::ENV, "import_sync", 1)))?;
+    }
+    if let Some(v) = check_pointers {
+        c.check_pointers = v;
+    }
+    if let Some(v) = export_stream {
+        c.export.stream_none = Some(config::parse_export_stream("export_stream", v)?);
+    }
+    if let Some(v) = export_version {
+        c.export.version = Some(config::parse_export_version("export_version", &v.to_string())?);
+    }
+    config::set(py, c);
+    config_dict(py, &c)
+}
+
+/// Whether the CUDA driver library can be loaded on this machine.
+#[pyfunction]
+pub fn cuda_driver_present() -> bool {
+    crate::sync::driver_present()
+}
+
+/// What the CUDA driver says of a pointer: `{'device': int, 'memory': 'device' | 'host' |
+/// 'managed', 'allocation': (start, end) or None}`. `cai.CudaDriverError` without a driver;
+/// `ValueError` for memory the driver does not know.
+#[pyfunction]
+pub fn pointer_attributes<'py>(py: Python<'py>, ptr: usize) -> PyResult<Bound<'py, PyDict>> {
+    pointer_attributes_impl(py, ptr)
+}
+
+#[cfg(feature = "driver")]
+fn pointer_attributes_impl<'py>(py: Python<'py>, ptr: usize) -> PyResult<Bound<'py, PyDict>> {
+    use cai_core::cuda;
+    if !cuda::driver_present() {
+        return Err(crate::error::driver_error(
+            py,
+            format!("data: cannot query pointer 0x{ptr:x}: {}", cuda::DriverError::NotFound),
+        ));
+    }
+    let info = cuda::pointer_info(ptr).map_err(|e| {
+        Problem::value_error(format!("data: pointer 0x{ptr:x} is not memory the CUDA driver knows ({e})"))
+    })?;
+    let d = PyDict::new(py);
+    d.set_item("device", info.device)?;
+    d.set_item("memory", info.memory.to_string())?;
+    d.set_item("allocation", info.allocation.map(|r| (r.start, r.end)))?;
+    Ok(d)
+}
+
+#[cfg(not(feature = "driver"))]
+fn pointer_attributes_impl<'py>(py: Python<'py>, ptr: usize) -> PyResult<Bound<'py, PyDict>> {
+    Err(crate::error::driver_error(
+        py,
+        format!("data: cannot query pointer 0x{ptr:x}: {}", cai_core::sync::DriverError::Unsupported),
+    ))
 }

@@ -10,7 +10,7 @@ use pyo3::Borrowed;
 
 use crate::error::{py_tuple, received, Problem};
 use crate::parse::{Interface, Reader};
-use crate::sync::synchronize;
+use crate::sync::{consume, ImportOptions};
 
 mod sealed {
     pub trait Sealed {}
@@ -97,9 +97,10 @@ impl Access for ReadWrite {
 /// Extraction reads the interface once, validates it by its version and checks the
 /// element type (the typestr must be `T`'s, in native byte order), the number of
 /// dimensions, that strides are whole elements and, for [`ReadWrite`], that the array is
-/// writable. A producer's integer stream is synchronized before the function runs (this
-/// needs the CUDA driver). The argument holds the Python object, so the memory stays
-/// valid for the call.
+/// writable. As `cai.as_cuda_array` does with its defaults, the pointer is checked with the
+/// driver and work on the legacy default stream is ordered after the producer's stream
+/// (`CAI_IMPORT_SYNC`, `CAI_CHECK_POINTERS` apply); an integer stream needs the CUDA
+/// driver. The argument holds the Python object, so the memory stays valid for the call.
 ///
 /// Two extractions of overlapping memory in one call, where either is read-write, are
 /// refused with `BufferError`, as rust-numpy does; the check covers the arrays extracted
@@ -201,7 +202,15 @@ impl<'a, 'py, T: Element, D: Dimension, A: Access> FromPyObject<'a, 'py> for PyC
             ))
             .into());
         }
-        synchronize(py, d.stream)?;
+        let config = crate::config::get(py)?;
+        let options = ImportOptions {
+            policy: config.import_sync,
+            consumer: Stream::LegacyDefault,
+            check_pointers: config.check_pointers,
+            allow_other_device: false,
+        };
+        consume(py, &parsed, &options)?;
+        let d = &parsed.descriptor;
         let strides = d.strides().map_err(crate::error::to_py_err)?.into_owned();
         let borrow = registry::acquire(&parsed.descriptor, parsed.extent, A::WRITABLE)?;
         Ok(PyCudaArray {

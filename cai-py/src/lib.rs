@@ -49,6 +49,7 @@
 //! and a stream that cannot be synchronized raises [`CudaDriverError`]; nothing panics.
 
 mod api;
+mod config;
 mod error;
 mod export;
 mod extract;
@@ -60,9 +61,12 @@ mod view;
 #[path = "private.rs"]
 pub mod __private;
 
-pub use api::{as_array, as_cuda_array, from_cuda_array_interface, validate};
+pub use api::{
+    as_array, as_cuda_array, configure, cuda_driver_present, from_cuda_array_interface, pointer_attributes, validate,
+};
 /// Adds the interface properties to a `#[pymethods]` block; see the crate documentation.
 pub use cai_derive::export;
+pub use config::ExportOptions;
 pub use error::{driver_error, to_py_err, CudaDriverError};
 pub use export::interface_dict;
 pub use extract::{
@@ -74,7 +78,9 @@ pub use view::{CudaArray, HostArray};
 
 use pyo3::prelude::*;
 
-/// Adds the classes, functions and exception of the Python package `cai` to `module`.
+/// Adds the classes, functions and exception of the Python package `cai` to `module`, and
+/// publishes its process-wide options for other modules built on cai-py. Only the
+/// package's own `cai._cai` module should call it.
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = module.py();
     module.add_class::<CudaArray>()?;
@@ -84,6 +90,10 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(pyo3::wrap_pyfunction!(from_cuda_array_interface, module)?)?;
     module.add_function(pyo3::wrap_pyfunction!(as_array, module)?)?;
     module.add_function(pyo3::wrap_pyfunction!(validate, module)?)?;
+    module.add_function(pyo3::wrap_pyfunction!(configure, module)?)?;
+    module.add_function(pyo3::wrap_pyfunction!(cuda_driver_present, module)?)?;
+    module.add_function(pyo3::wrap_pyfunction!(pointer_attributes, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    config::publish(module)?;
     Ok(())
 }

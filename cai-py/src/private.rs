@@ -10,13 +10,26 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use pyo3::PyClass;
 
+use crate::config::ExportOptions;
 use crate::error::{to_py_err, Problem};
 use crate::export::interface_dict;
 use crate::parse::Interface;
 
-/// `__cuda_array_interface__` of a derived `#[pyclass]`.
+/// `__cuda_array_interface__` of a derived `#[pyclass]`, with the process-wide export options.
 pub fn cuda_interface<'py, T: PyClass + CudaArrayInterface>(slf: &Bound<'py, T>) -> PyResult<Bound<'py, PyDict>> {
-    let descriptor = slf.try_borrow()?.cuda_array_interface().map_err(to_py_err)?;
+    cuda_interface_with(slf, |_| ExportOptions::default())
+}
+
+/// `__cuda_array_interface__` with per-object export options over the process-wide ones.
+pub fn cuda_interface_with<'py, T: PyClass + CudaArrayInterface>(
+    slf: &Bound<'py, T>,
+    options: impl FnOnce(&T) -> ExportOptions,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (mut descriptor, own) = {
+        let this = slf.try_borrow()?;
+        (this.cuda_array_interface().map_err(to_py_err)?, options(&this))
+    };
+    own.or(crate::config::get(slf.py())?.export).apply(&mut descriptor);
     interface_dict(slf.as_any(), &descriptor, Interface::Cuda, None)
 }
 

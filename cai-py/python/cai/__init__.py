@@ -14,7 +14,10 @@ from ._cai import (
     __version__,
     as_array,
     as_cuda_array,
+    configure,
+    cuda_driver_present,
     from_cuda_array_interface,
+    pointer_attributes,
     validate,
 )
 
@@ -25,6 +28,9 @@ __all__ = [
     "__version__",
     "as_array",
     "as_cuda_array",
+    "configure",
+    "cuda_driver_present",
     "from_cuda_array_interface",
+    "pointer_attributes",
     "validate",
 ]

@@ -53,9 +53,33 @@ class HostArray(_View):
     @property
     def __array_interface__(self) -> Dict[str, Any]: ...
 
-def as_cuda_array(obj: Any, *, sync: bool = True) -> CudaArray: ...
+def as_cuda_array(
+    obj: Any,
+    *,
+    sync: bool = True,
+    stream: Any = None,
+    policy: Optional[str] = None,
+    check_pointers: Optional[bool] = None,
+    allow_other_device: bool = False,
+) -> CudaArray: ...
 def from_cuda_array_interface(
-    desc: Mapping[str, Any], owner: Any = None, *, sync: bool = True
+    desc: Mapping[str, Any],
+    owner: Any = None,
+    *,
+    sync: bool = True,
+    stream: Any = None,
+    policy: Optional[str] = None,
+    check_pointers: Optional[bool] = None,
+    allow_other_device: bool = False,
 ) -> CudaArray: ...
 def as_array(obj: Any) -> HostArray: ...
 def validate(obj: Any) -> List[str]: ...
+def configure(
+    *,
+    import_sync: Optional[str] = None,
+    check_pointers: Optional[bool] = None,
+    export_stream: Optional[str] = None,
+    export_version: Optional[int] = None,
+) -> Dict[str, Any]: ...
+def cuda_driver_present() -> bool: ...
+def pointer_attributes(ptr: int) -> Dict[str, Any]: ...

@@ -214,6 +214,38 @@ impl DeviceMatrix {
     }
 }
 
+/// A device array whose export options are set per object.
+#[pyclass]
+#[derive(CudaArrayInterface)]
+struct OptionsDevice {
+    #[cai(data)]
+    data: RawDeviceBuffer<f32>,
+    #[cai(stream)]
+    stream: Stream,
+    options: cai_py::ExportOptions,
+}
+
+#[cai_py::export(options = options)]
+#[pymethods]
+impl OptionsDevice {
+    /// `stream_none` / `version`: None follows the process-wide setting.
+    #[new]
+    #[pyo3(signature = (address, len, stream, stream_none = None, version = None))]
+    fn new(
+        address: usize,
+        len: usize,
+        stream: usize,
+        stream_none: Option<bool>,
+        version: Option<u32>,
+    ) -> PyResult<Self> {
+        Ok(OptionsDevice {
+            data: raw(address, len),
+            stream: stream_of(Some(stream))?,
+            options: cai_py::ExportOptions { stream_none, version },
+        })
+    }
+}
+
 /// A version 2 export (no stream key).
 #[pyclass]
 #[derive(CudaArrayInterface)]
@@ -354,6 +386,7 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<HostCloud>()?;
     m.add_class::<DeviceMatrix>()?;
     m.add_class::<DeviceV2>()?;
+    m.add_class::<OptionsDevice>()?;
     m.add_class::<MaskedDevice>()?;
     m.add_class::<DeviceCloud>()?;
     m.add_function(wrap_pyfunction!(describe_f32, m)?)?;

@@ -1,0 +1,220 @@
+//! Process-wide options, read from the environment on first use and changed at run time
+//! with `cai.configure(...)`.
+//!
+//! | variable | values | default |
+//! |---|---|---|
+//! | `CAI_IMPORT_SYNC` | `wait` (1), `synchronize`, `ignore` (0) | `wait` |
+//! | `CAI_CHECK_POINTERS` | 1, 0: check the device and the allocation of imported pointers | 1 |
+//! | `CAI_EXPORT_STREAM` | `report`, `none` (always export `stream: None`) | `report` |
+//! | `CAI_EXPORT_VERSION` | 3, 2 (no `stream` key, as CuPy's `..._EXPORT_VERSION=2`) | 3 |
+//!
+//! A malformed value is a `ValueError` naming the variable, raised by the first call that
+//! needs it. Every extension module built on cai-py shares one set of options: the Python
+//! package `cai` publishes its own as a capsule (`cai._cai._config_v1`), and the others use
+//! it when `cai` can be imported (their own copy otherwise), so `cai.configure` also
+//! governs the extractors and exports of other modules.
+
+use std::ffi::{c_void, CStr};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+use std::sync::OnceLock;
+
+use pyo3::prelude::*;
+use pyo3::types::PyCapsule;
+
+use cai_core::sync::SyncPolicy;
+use cai_core::{Descriptor, Stream};
+
+use crate::error::Problem;
+
+/// How a `#[pyclass]` exports its interface; `None` fields follow the process-wide
+/// settings. Pass a field of this type to `#[cai_py::export(options = field)]` for
+/// per-object control.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ExportOptions {
+    /// `Some(true)`: always export `stream: None` (the producer's opt-out: the user orders
+    /// the work). `Some(false)`: report the stream.
+    pub stream_none: Option<bool>,
+    /// `Some(2)`: export version 2, without a stream. `Some(3)`: the derived version.
+    pub version: Option<u32>,
+}
+
+impl ExportOptions {
+    /// These options, with `None` fields taken from `defaults`.
+    pub fn or(self, defaults: ExportOptions) -> ExportOptions {
+        ExportOptions {
+            stream_none: self.stream_none.or(defaults.stream_none),
+            version: self.version.or(defaults.version),
+        }
+    }
+
+    /// Applies the options to a descriptor about to be exported.
+    pub fn apply(self, descriptor: &mut Descriptor) {
+        if self.version == Some(2) && descriptor.version > 2 {
+            descriptor.version = 2;
+            descriptor.stream = Stream::None;
+        }
+        if self.stream_none == Some(true) {
+            descriptor.stream = Stream::None;
+        }
+    }
+}
+
+/// Every process-wide option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Config {
+    pub(crate) import_sync: SyncPolicy,
+    pub(crate) check_pointers: bool,
+    pub(crate) export: ExportOptions,
+}
+
+/// The options as plain atomics, `#[repr(C)]`, so that modules compiled separately can
+/// share one instance through a capsule.
+#[repr(C)]
+struct Shared {
+    layout: AtomicU32,
+    ready: AtomicU8,
+    import_sync: AtomicU8,
+    check_pointers: AtomicU8,
+    export_stream: AtomicU8,
+    export_version: AtomicU8,
+}
+
+const LAYOUT: u32 = 1;
+const CAPSULE: &CStr = c"cai._cai._config_v1";
+
+static OWN: Shared = Shared {
+    layout: AtomicU32::new(LAYOUT),
+    ready: AtomicU8::new(0),
+    import_sync: AtomicU8::new(0),
+    check_pointers: AtomicU8::new(1),
+    export_stream: AtomicU8::new(0),
+    export_version: AtomicU8::new(0),
+};
+
+/// Publishes this module's options as the shared ones (called by the `cai` package).
+pub(crate) fn publish(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    let pointer = NonNull::from(&OWN).cast::<c_void>();
+    // SAFETY: `OWN` is a static, valid for the life of the process; no destructor.
+    let capsule = unsafe { PyCapsule::new_with_pointer(module.py(), pointer, CAPSULE) }?;
+    module.add("_config_v1", capsule)
+}
+
+/// The options every module shares: the `cai` package's when it can be imported.
+fn shared(py: Python<'_>) -> &'static Shared {
+    static CHOSEN: OnceLock<usize> = OnceLock::new();
+    let address = *CHOSEN.get_or_init(|| match PyCapsule::import_pointer(py, CAPSULE) {
+        Ok(p) => {
+            // SAFETY: the capsule of this name points at a static `Shared` of some cai-py
+            // build; its first field, the layout number, is read before anything else.
+            let layout = unsafe { p.cast::<AtomicU32>().as_ref() }.load(Ordering::Acquire);
+            if layout == LAYOUT {
+                p.as_ptr() as usize
+            } else {
+                std::ptr::addr_of!(OWN) as usize
+            }
+        }
+        Err(_) => std::ptr::addr_of!(OWN) as usize,
+    });
+    // SAFETY: `address` is `OWN` or a static `Shared` of the same layout in the `cai`
+    // package, which stays loaded for the life of the process.
+    unsafe { &*(address as *const Shared) }
+}
+
+fn policy_code(p: SyncPolicy) -> u8 {
+    match p {
+        SyncPolicy::Wait => 0,
+        SyncPolicy::Synchronize => 1,
+        SyncPolicy::Ignore => 2,
+    }
+}
+
+fn store(s: &Shared, c: &Config) {
+    s.import_sync.store(policy_code(c.import_sync), Ordering::Release);
+    s.check_pointers.store(u8::from(c.check_pointers), Ordering::Release);
+    s.export_stream.store(c.export.stream_none.map_or(0, |none| if none { 2 } else { 1 }), Ordering::Release);
+    s.export_version.store(c.export.version.map_or(0, |v| v as u8), Ordering::Release);
+    s.ready.store(1, Ordering::Release);
+}
+
+fn load(s: &Shared) -> Config {
+    let import_sync = match s.import_sync.load(Ordering::Acquire) {
+        1 => SyncPolicy::Synchronize,
+        2 => SyncPolicy::Ignore,
+        _ => SyncPolicy::Wait,
+    };
+    let stream_none = match s.export_stream.load(Ordering::Acquire) {
+        1 => Some(false),
+        2 => Some(true),
+        _ => None,
+    };
+    let version = match s.export_version.load(Ordering::Acquire) {
+        0 => None,
+        v => Some(u32::from(v)),
+    };
+    Config {
+        import_sync,
+        check_pointers: s.check_pointers.load(Ordering::Acquire) != 0,
+        export: ExportOptions { stream_none, version },
+    }
+}
+
+fn env(name: &str) -> Result<Option<String>, Problem> {
+    match std::env::var(name) {
+        Ok(v) => Ok(Some(v)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(e) => Err(Problem::value_error(format!("{name}: {e}"))),
+    }
+}
+
+pub(crate) fn parse_flag(name: &str, value: &str) -> Result<bool, Problem> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        other => Err(Problem::value_error(format!("{name}: '{other}' is not 1 or 0"))),
+    }
+}
+
+pub(crate) fn parse_export_stream(name: &str, value: &str) -> Result<bool, Problem> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "report" => Ok(false),
+        "none" => Ok(true),
+        other => Err(Problem::value_error(format!("{name}: '{other}' is not 'report' or 'none'"))),
+    }
+}
+
+pub(crate) fn parse_export_version(name: &str, value: &str) -> Result<u32, Problem> {
+    match value.trim() {
+        "2" => Ok(2),
+        "3" => Ok(3),
+        other => Err(Problem::value_error(format!("{name}: '{other}' is not 2 or 3"))),
+    }
+}
+
+fn from_env() -> Result<Config, Problem> {
+    let import_sync = match env(SyncPolicy::ENV)? {
+        Some(v) => SyncPolicy::parse(&v).map_err(Problem::value_error)?,
+        None => SyncPolicy::Wait,
+    };
+    let check_pointers = match env("CAI_CHECK_POINTERS")? {
+        Some(v) => parse_flag("CAI_CHECK_POINTERS", &v)?,
+        None => true,
+    };
+    let stream_none = env("CAI_EXPORT_STREAM")?.map(|v| parse_export_stream("CAI_EXPORT_STREAM", &v)).transpose()?;
+    let version = env("CAI_EXPORT_VERSION")?.map(|v| parse_export_version("CAI_EXPORT_VERSION", &v)).transpose()?;
+    Ok(Config { import_sync, check_pointers, export: ExportOptions { stream_none, version } })
+}
+
+/// The current options (read from the environment the first time).
+pub(crate) fn get(py: Python<'_>) -> Result<Config, Problem> {
+    let s = shared(py);
+    if s.ready.load(Ordering::Acquire) == 0 {
+        store(s, &from_env()?);
+    }
+    Ok(load(s))
+}
+
+/// Replaces the options.
+pub(crate) fn set(py: Python<'_>, c: Config) {
+    store(shared(py), &c);
+}

@@ -1,0 +1,167 @@
+"""The sync engine from Python on a machine without a CUDA driver, and the options.
+
+With a driver present these tests are skipped: tests/python/gpu/ covers that machine.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import cai
+import cai_fixtures as fx
+from conftest import Producer, cai_dict
+
+no_driver = pytest.mark.skipif(cai.cuda_driver_present(), reason="a CUDA driver is present (see tests/python/gpu)")
+PTR = 0x7F00_0000_0000
+
+
+@pytest.fixture(autouse=True)
+def restore_config():
+    before = cai.configure()
+    yield
+    cai.configure(**before)
+
+
+@no_driver
+@pytest.mark.parametrize("policy", ["wait", "synchronize"])
+def test_integer_stream_without_driver_is_a_driver_error(policy):
+    with pytest.raises(cai.CudaDriverError, match=r"stream: cannot synchronize on stream 7: the CUDA driver library \(libcuda\) was not found"):
+        cai.as_cuda_array(Producer(cai_dict(stream=7)), policy=policy)
+    with pytest.raises(cai.CudaDriverError):
+        cai.from_cuda_array_interface(cai_dict(stream=1), policy=policy)
+    with pytest.raises(cai.CudaDriverError):
+        fx.describe_f32(Producer(cai_dict(stream=2)))
+
+
+@no_driver
+def test_ignore_and_stream_none_need_no_driver():
+    assert cai.as_cuda_array(Producer(cai_dict(stream=7)), policy="ignore").stream == 7
+    assert cai.as_cuda_array(Producer(cai_dict(stream=7)), sync=False).stream == 7
+    assert cai.as_cuda_array(Producer(cai_dict(stream=None)), policy="synchronize").stream is None
+    # Pointer checks need the driver: without one they are skipped, not failed.
+    assert cai.as_cuda_array(Producer(cai_dict()), check_pointers=True).ptr == PTR
+
+
+@no_driver
+def test_pointer_attributes_without_driver():
+    assert cai.cuda_driver_present() is False
+    with pytest.raises(cai.CudaDriverError, match="data: cannot query pointer 0x7f0000000000"):
+        cai.pointer_attributes(PTR)
+
+
+@no_driver
+def test_process_wide_policy_reaches_other_modules():
+    cai.configure(import_sync="ignore")
+    assert cai.as_cuda_array(Producer(cai_dict(stream=7))).stream == 7
+    # The fixtures module shares the options of the cai package.
+    assert fx.describe_f32(Producer(cai_dict(stream=7)))[4] == 7
+    cai.configure(import_sync="wait")
+    with pytest.raises(cai.CudaDriverError):
+        fx.describe_f32(Producer(cai_dict(stream=7)))
+
+
+def test_bad_policy_and_stream_arguments():
+    with pytest.raises(ValueError, match="policy: 'later' is not a sync policy"):
+        cai.as_cuda_array(Producer(cai_dict()), policy="later")
+    with pytest.raises(ValueError, match="stream: 0 is disallowed"):
+        cai.as_cuda_array(Producer(cai_dict()), stream=0)
+    with pytest.raises(ValueError, match="stream: -4 is not a stream"):
+        cai.as_cuda_array(Producer(cai_dict()), stream=-4)
+    with pytest.raises(TypeError, match=r"stream: expected None, an int or a stream object .* received 'x' \(str\)"):
+        cai.as_cuda_array(Producer(cai_dict()), stream="x")
+    with pytest.raises(TypeError, match="stream: expected"):
+        cai.as_cuda_array(Producer(cai_dict()), stream=True)
+
+
+class CupyLikeStream:
+    ptr = 0x5000
+
+
+class TorchLikeStream:
+    cuda_stream = 0
+
+
+class CudaCoreLikeStream:
+    def __cuda_stream__(self):
+        return (0, 0x6000)
+
+
+@pytest.mark.parametrize("stream", [None, 1, 2, 0x5000, CupyLikeStream(), TorchLikeStream(), CudaCoreLikeStream()])
+def test_consumer_stream_forms_are_accepted(stream):
+    assert cai.as_cuda_array(Producer(cai_dict()), stream=stream).stream is None
+
+
+def test_configure_reports_and_validates():
+    c = cai.configure()
+    assert set(c) == {"import_sync", "check_pointers", "export_stream", "export_version"}
+    c = cai.configure(import_sync="synchronize", check_pointers=False, export_stream="none", export_version=2)
+    assert c == {"import_sync": "synchronize", "check_pointers": False, "export_stream": "none", "export_version": 2}
+    with pytest.raises(ValueError, match="import_sync: 'x' is not a sync policy"):
+        cai.configure(import_sync="x")
+    with pytest.raises(ValueError, match="export_stream: 'all' is not 'report' or 'none'"):
+        cai.configure(export_stream="all")
+    with pytest.raises(ValueError, match="export_version: '1' is not 2 or 3"):
+        cai.configure(export_version=1)
+
+
+def test_export_stream_none_and_version_2_process_wide():
+    d = fx.DeviceMatrix(PTR, 4, [4], stream=0x5000)
+    assert d.__cuda_array_interface__["stream"] == 0x5000
+    cai.configure(export_stream="none")
+    assert d.__cuda_array_interface__["stream"] is None
+    cai.configure(export_stream="report", export_version=2)
+    e = d.__cuda_array_interface__
+    assert e["version"] == 2 and "stream" not in e
+
+
+def test_export_options_per_object_override_process_wide():
+    cai.configure(export_stream="none")
+    assert fx.OptionsDevice(PTR, 4, 0x5000).__cuda_array_interface__["stream"] is None
+    assert fx.OptionsDevice(PTR, 4, 0x5000, stream_none=False).__cuda_array_interface__["stream"] == 0x5000
+    cai.configure(export_stream="report")
+    assert fx.OptionsDevice(PTR, 4, 0x5000, stream_none=True).__cuda_array_interface__["stream"] is None
+    v2 = fx.OptionsDevice(PTR, 4, 0x5000, version=2).__cuda_array_interface__
+    assert v2["version"] == 2 and "stream" not in v2
+
+
+def run_with_env(code, **env):
+    full = dict(os.environ, **env)
+    here = os.path.dirname(__file__)
+    return subprocess.run([sys.executable, "-c", code], env=full, cwd=here, capture_output=True, text=True)
+
+
+def test_environment_variables():
+    code = (
+        "import cai, cai_fixtures as fx\n"
+        "d = fx.DeviceMatrix(0x7f0000000000, 4, [4], stream=0x5000).__cuda_array_interface__\n"
+        "print(d.get('stream', 'absent'), d['version'], cai.configure()['import_sync'])\n"
+    )
+    r = run_with_env(code, CAI_EXPORT_VERSION="2", CAI_IMPORT_SYNC="ignore")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["absent", "2", "ignore"]
+    r = run_with_env(code, CAI_EXPORT_STREAM="none")
+    assert r.stdout.split() == ["None", "3", "wait"], r.stderr
+
+
+@pytest.mark.parametrize(
+    "name,value,message",
+    [
+        ("CAI_IMPORT_SYNC", "later", "CAI_IMPORT_SYNC: 'later' is not a sync policy"),
+        ("CAI_CHECK_POINTERS", "maybe", "CAI_CHECK_POINTERS: 'maybe' is not 1 or 0"),
+        ("CAI_EXPORT_STREAM", "all", "CAI_EXPORT_STREAM: 'all' is not 'report' or 'none'"),
+        ("CAI_EXPORT_VERSION", "1", "CAI_EXPORT_VERSION: '1' is not 2 or 3"),
+    ],
+)
+def test_malformed_environment_variables_are_value_errors(name, value, message):
+    code = (
+        "import cai\n"
+        "try:\n"
+        "    cai.configure()\n"
+        "except ValueError as e:\n"
+        "    print('ValueError:', e)\n"
+    )
+    r = run_with_env(code, **{name: value})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().startswith(f"ValueError: {message}"), r.stdout
