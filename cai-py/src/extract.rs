@@ -315,6 +315,31 @@ impl<'py, T: Element, D: Dimension, A: Access> PyCudaArray<'py, T, D, A> {
     }
 }
 
+#[cfg(feature = "driver")]
+impl<T: Element, D: Dimension, A: Access> PyCudaArray<'_, T, D, A> {
+    /// The array as cudarc device memory (a [`CudaForeign`](crate::CudaForeign) of `len()`
+    /// elements on the producer's stream), for launching cudarc kernels on it. C-contiguous
+    /// arrays only (`ValueError` otherwise); `cai.CudaDriverError` without a driver.
+    pub fn cudarc_view(&self) -> PyResult<crate::CudaForeign<T, A>> {
+        let py = self.object.py();
+        if !self.is_c_contiguous() {
+            return Err(Problem::value_error(format!(
+                "strides: a cudarc view needs a C-contiguous array, received shape {} with strides {}",
+                py_tuple(self.shape()),
+                py_tuple(self.strides())
+            ))
+            .into());
+        }
+        let fail = |e: cai_core::cuda::DriverError| {
+            crate::error::driver_error(py, format!("data: cannot make a cudarc view: {e}"))
+        };
+        let device =
+            if self.is_empty() { 0 } else { cai_core::cuda::pointer_info(self.device_address()).map_err(fail)?.device };
+        let owner = self.object.clone().unbind();
+        crate::CudaForeign::new(self.device_address(), self.len(), device, self.descriptor.stream, owner).map_err(fail)
+    }
+}
+
 impl<T: Element, D: Dimension> PyCudaArray<'_, T, D, ReadWrite> {
     /// The element at index zero, as a pointer for kernels that write.
     pub fn as_mut_ptr(&mut self) -> *mut T {

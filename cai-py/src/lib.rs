@@ -50,6 +50,8 @@
 
 mod api;
 mod config;
+#[cfg(feature = "driver")]
+mod cudarc_view;
 mod error;
 mod export;
 mod extract;
@@ -67,6 +69,8 @@ pub use api::{
 /// Adds the interface properties to a `#[pymethods]` block; see the crate documentation.
 pub use cai_derive::export;
 pub use config::ExportOptions;
+#[cfg(feature = "driver")]
+pub use cudarc_view::CudaForeign;
 pub use error::{driver_error, to_py_err, CudaDriverError};
 pub use export::interface_dict;
 pub use extract::{

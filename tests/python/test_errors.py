@@ -3,11 +3,13 @@
 import sys
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+
+hypothesis = pytest.importorskip("hypothesis", reason="the property tests need hypothesis (tests/python/requirements.txt)")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 import cai
-from conftest import Producer, cai_dict
+from producers import Producer, cai_dict
 
 PTR = 0x7F00_0000_0000
 

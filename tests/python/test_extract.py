@@ -7,7 +7,7 @@ import pytest
 
 import cai
 import cai_fixtures as fx
-from conftest import Producer, cai_dict, host_backed
+from producers import Producer, cai_dict, host_backed
 
 PTR = 0x7F00_0000_0000
 

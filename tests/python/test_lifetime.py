@@ -6,7 +6,7 @@ import weakref
 import numpy as np
 
 import cai
-from conftest import Producer, cai_dict, host_backed
+from producers import Producer, cai_dict, host_backed
 
 
 def test_cuda_view_keeps_owner_alive():

@@ -11,7 +11,7 @@ import pytest
 
 import cai
 import cai_fixtures as fx
-from conftest import Producer, cai_dict
+from producers import Producer, cai_dict
 
 no_driver = pytest.mark.skipif(cai.cuda_driver_present(), reason="a CUDA driver is present (see tests/python/gpu)")
 PTR = 0x7F00_0000_0000

@@ -5,7 +5,7 @@ import pytest
 
 import cai
 import cai_fixtures as fx
-from conftest import Producer, cai_dict
+from producers import Producer, cai_dict
 
 
 def test_conforming_producers_have_no_findings():

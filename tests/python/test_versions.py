@@ -5,7 +5,7 @@ import warnings
 import pytest
 
 import cai
-from conftest import Producer, cai_dict
+from producers import Producer, cai_dict
 
 PTR = 0x7F00_0000_0000
 

@@ -321,6 +321,81 @@ impl DeviceCloud {
     }
 }
 
+fn driver_error(e: impl std::fmt::Display) -> PyErr {
+    Python::attach(|py| cai_py::driver_error(py, e.to_string()))
+}
+
+/// A cudarc f32 buffer on a stream of its own, with work on a second stream tracked, so
+/// that the export stream waits on both (needs a GPU; `cai.CudaDriverError` otherwise).
+#[pyclass]
+#[derive(CudaArrayInterface)]
+struct CudarcBuffer {
+    #[cai(data)]
+    data: cudarc::driver::CudaSlice<f32>,
+    #[cai(shape)]
+    shape: Vec<usize>,
+    #[cai(stream)]
+    tracked: cai_core::cuda::TrackedStream,
+    side: std::sync::Arc<cudarc::driver::CudaStream>,
+}
+
+#[cai_py::export]
+#[pymethods]
+impl CudarcBuffer {
+    #[new]
+    fn new(shape: Vec<usize>) -> PyResult<Self> {
+        if !cai_core::cuda::driver_present() {
+            return Err(driver_error(cai_core::cuda::DriverError::NotFound));
+        }
+        let ctx = cudarc::driver::CudaContext::new(0).map_err(|e| driver_error(format!("{e:?}")))?;
+        let own = ctx.new_stream().map_err(|e| driver_error(format!("{e:?}")))?;
+        let side = ctx.new_stream().map_err(|e| driver_error(format!("{e:?}")))?;
+        let n = shape.iter().product();
+        let data = own.alloc_zeros::<f32>(n).map_err(|e| driver_error(format!("{e:?}")))?;
+        own.synchronize().map_err(|e| driver_error(format!("{e:?}")))?;
+        Ok(CudarcBuffer { data, shape, tracked: cai_core::cuda::TrackedStream::new(own).map_err(driver_error)?, side })
+    }
+
+    /// Sets every element to `value`, `repeat` times over, on the buffer's own stream
+    /// (`side=False`) or on its second stream (`side=True`), without waiting.
+    #[pyo3(signature = (value, side = false, repeat = 1))]
+    fn fill(&self, value: f32, side: bool, repeat: usize) -> PyResult<()> {
+        use cudarc::driver::{sys, DevicePtr};
+        let stream = if side { self.side.clone() } else { self.tracked.stream().clone() };
+        let ptr = self.data.device_ptr(&stream).0;
+        for _ in 0..repeat {
+            // SAFETY: `ptr` addresses the buffer's `len` f32s, alive as long as `self`.
+            unsafe { sys::cuMemsetD32Async(ptr, value.to_bits(), self.data.len(), stream.cu_stream()) }
+                .result()
+                .map_err(|e| driver_error(format!("{e:?}")))?;
+        }
+        self.tracked.record(&stream).map_err(driver_error)
+    }
+
+    /// The values, after all work on both streams.
+    fn to_list(&self) -> PyResult<Vec<f32>> {
+        self.side.synchronize().map_err(|e| driver_error(format!("{e:?}")))?;
+        self.tracked.stream().synchronize().map_err(|e| driver_error(format!("{e:?}")))?;
+        self.tracked.stream().clone_dtoh(&self.data).map_err(|e| driver_error(format!("{e:?}")))
+    }
+
+    /// Handles of the own and the side stream.
+    fn streams(&self) -> (usize, usize) {
+        (self.tracked.stream().cu_stream() as usize, self.side.cu_stream() as usize)
+    }
+}
+
+/// Zeroes a C-contiguous f32 device array through cudarc (`memset_zeros` on the
+/// producer's stream), the way a Rust function launches cudarc work on a foreign tensor.
+#[pyfunction]
+fn zero_with_cudarc(x: PyCudaArrayRw<'_, f32, IxDyn>) -> PyResult<()> {
+    use cudarc::driver::DeviceSlice;
+    let mut view = x.cudarc_view()?;
+    let stream = view.stream().clone();
+    stream.memset_zeros(&mut view).map_err(|e| driver_error(format!("{e:?}")))?;
+    stream.synchronize().map_err(|e| driver_error(format!("{e:?}")))
+}
+
 /// `(ptr, shape, strides, readonly, stream)` of any f32 device array.
 #[pyfunction]
 fn describe_f32(x: PyCudaArrayRo<'_, f32>) -> (usize, Vec<usize>, Vec<isize>, bool, Option<usize>) {
@@ -389,6 +464,8 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<OptionsDevice>()?;
     m.add_class::<MaskedDevice>()?;
     m.add_class::<DeviceCloud>()?;
+    m.add_class::<CudarcBuffer>()?;
+    m.add_function(wrap_pyfunction!(zero_with_cudarc, m)?)?;
     m.add_function(wrap_pyfunction!(describe_f32, m)?)?;
     m.add_function(wrap_pyfunction!(dims_f32_2d, m)?)?;
     m.add_function(wrap_pyfunction!(element_strides_f64_2d, m)?)?;

@@ -1,12 +1,9 @@
-"""Shared producers for the cai test suite.
+"""Producers shared by the tests of the cai suite.
 
 `Producer` is a pure-Python producer of any interface dict. `host_backed` describes a
 NumPy array's memory as a CUDA Array Interface dict, so that extractors that write can be
 checked without a GPU.
 """
-
-import numpy as np
-import pytest
 
 
 class Producer:
@@ -51,7 +48,3 @@ def host_backed(arr, version=3, stream=None):
     p.base = arr
     return p
 
-
-@pytest.fixture
-def producer():
-    return Producer

@@ -1,0 +1,40 @@
+"""GPU conformance suite: runs only where a CUDA driver and a device are present."""
+
+import pathlib
+
+import pytest
+
+import cai
+
+
+def device_count():
+    if not cai.cuda_driver_present():
+        return 0
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:  # noqa: BLE001 - any failure means no usable device here
+        return 0
+
+
+GPUS = device_count()
+
+
+def pytest_collection_modifyitems(config, items):
+    skip = pytest.mark.skip(reason="needs a CUDA GPU and CuPy (none found here); run scripts/gpu-check where one is")
+    here = pathlib.Path(__file__).parent
+    for item in items:
+        if here not in pathlib.Path(item.path).parents:
+            continue
+        item.add_marker(pytest.mark.gpu)
+        if GPUS == 0:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def checked_pointers():
+    before = cai.configure()
+    cai.configure(check_pointers=True, import_sync="wait")
+    yield
+    cai.configure(**before)
