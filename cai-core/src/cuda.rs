@@ -89,10 +89,11 @@ fn call_error(call: &'static str, error: cudarc::driver::DriverError) -> DriverE
     }
 }
 
-/// Whether the CUDA driver library can be loaded.
+/// Whether the CUDA driver library can be loaded (probed once per process).
 pub fn driver_present() -> bool {
-    // SAFETY: loading the library has no precondition; cudarc caches the result.
-    unsafe { sys::is_culib_present() }
+    static PRESENT: OnceLock<bool> = OnceLock::new();
+    // SAFETY: probing loads the library, which has no precondition.
+    *PRESENT.get_or_init(|| unsafe { sys::is_culib_present() })
 }
 
 /// Loads and initializes the driver once per process.

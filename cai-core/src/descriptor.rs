@@ -8,7 +8,7 @@ use crate::descr::Descr;
 use crate::element::Element;
 use crate::error::{tuple, Error, PyTuple, Result};
 use crate::stream::Stream;
-use crate::typestr::TypeStr;
+use crate::typestr::{Kind, TypeStr};
 
 /// The newest version of the CUDA Array Interface, the one producers export by default.
 pub const CURRENT_VERSION: u32 = 3;
@@ -84,8 +84,12 @@ impl Extent {
 impl Descriptor {
     /// A C-contiguous, writable, version 3 array of `T` at `data`, with no stream.
     pub fn new<T: Element>(data: usize, shape: impl Into<Vec<usize>>) -> Descriptor {
-        let descr = T::descr();
-        let descr = if descr.as_simple().is_some() { None } else { Some(descr) };
+        // Only void types (records, bf16) can have a descr of their own; asking the others
+        // would allocate one to throw away.
+        let descr = match T::TYPESTR.kind() {
+            Kind::Void => Some(T::descr()).filter(|d| d.as_simple().is_none()),
+            _ => None,
+        };
         Descriptor { descr, ..Descriptor::from_typestr(T::TYPESTR, data, shape) }
     }
 
@@ -254,6 +258,14 @@ impl Descriptor {
         self.check_strides_length()?;
         if self.shape.contains(&0) || self.itemsize() == 0 {
             return Ok(Extent { start: 0, end: 0 });
+        }
+        if self.strides.is_none() {
+            // C order: the extent is the element count times the item size.
+            let end = self.shape.iter().try_fold(isize::try_from(self.itemsize()).ok(), |acc, &n| {
+                Some(acc.and_then(|a| isize::try_from(n).ok().and_then(|n| a.checked_mul(n))))
+            });
+            let end = end.flatten().ok_or_else(|| self.overflow("shape", "the byte extent exceeds isize"))?;
+            return Ok(Extent { start: 0, end });
         }
         let overflow = || self.overflow("strides", "the byte extent exceeds isize");
         let strides = self.strides()?;

@@ -1,6 +1,8 @@
 //! Building interface dicts from descriptors.
 
-use cai_core::{Descr, Descriptor, FieldType};
+use std::cell::RefCell;
+
+use cai_core::{Descr, Descriptor, FieldType, TypeStr};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
@@ -15,6 +17,45 @@ use crate::view::{CudaArray, HostArray};
 /// is one (a view of the mask that keeps `owner` alive, unless `mask` gives the object) and,
 /// for the CUDA interface from version 3, `stream`. The host interface is NumPy's version 3.
 pub fn interface_dict<'py>(
+    owner: &Bound<'py, PyAny>,
+    descriptor: &Descriptor,
+    iface: Interface,
+    mask: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    // A dict of immutable values (no mask object, no descr list) is built once per
+    // descriptor and copied on later exports of the same array: the copy is the caller's
+    // to change. The descriptor, with its pointer and stream, is compared in full.
+    let cacheable = mask.is_none() && descriptor.mask.is_none() && descriptor.descr.is_none();
+    if !cacheable {
+        return build(owner, descriptor, iface, mask);
+    }
+    let py = owner.py();
+    let hit = TEMPLATES.with(|t| {
+        t.borrow().iter().find(|(i, d, _)| *i == iface && d == descriptor).map(|(_, _, dict)| dict.clone_ref(py))
+    });
+    if let Some(template) = hit {
+        return template.bind(py).copy();
+    }
+    let dict = build(owner, descriptor, iface, None)?;
+    TEMPLATES.with(|t| {
+        let mut t = t.borrow_mut();
+        if t.len() == TEMPLATE_CACHE {
+            t.remove(0);
+        }
+        t.push((iface, descriptor.clone(), dict.clone().unbind()));
+    });
+    dict.copy()
+}
+
+/// How many descriptors' dicts each thread keeps.
+const TEMPLATE_CACHE: usize = 8;
+
+thread_local! {
+    static TEMPLATES: RefCell<Vec<(Interface, Descriptor, Py<PyDict>)>> = const { RefCell::new(Vec::new()) };
+    static TYPESTR_STRINGS: RefCell<Vec<(TypeStr, Py<PyString>)>> = const { RefCell::new(Vec::new()) };
+}
+
+fn build<'py>(
     owner: &Bound<'py, PyAny>,
     descriptor: &Descriptor,
     iface: Interface,
@@ -54,8 +95,20 @@ pub fn interface_dict<'py>(
     Ok(dict)
 }
 
-fn typestr_str<'py>(py: Python<'py>, typestr: &cai_core::TypeStr) -> Bound<'py, PyString> {
-    PyString::new(py, &typestr.to_string())
+/// The typestr as an interned Python string, made once per typestr and thread.
+fn typestr_str<'py>(py: Python<'py>, typestr: &TypeStr) -> Bound<'py, PyString> {
+    let cached = TYPESTR_STRINGS.with(|c| c.borrow().iter().find(|(t, _)| t == typestr).map(|(_, s)| s.clone_ref(py)));
+    if let Some(s) = cached {
+        return s.into_bound(py);
+    }
+    let s = PyString::intern(py, &typestr.to_string());
+    TYPESTR_STRINGS.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() < 64 {
+            c.push((*typestr, s.clone().unbind()));
+        }
+    });
+    s
 }
 
 /// A descr as NumPy writes it: a list of `(name, type[, shape])` tuples, with `(title,

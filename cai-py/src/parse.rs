@@ -7,7 +7,7 @@ use cai_core::{Descr, Descriptor, Error, Extent, Field, FieldType, Stream, TypeS
 use pyo3::exceptions::{PyOverflowError, PyRuntimeWarning};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyMapping, PyString, PyTuple};
-use pyo3::{intern, PyTypeInfo};
+use pyo3::{ffi, intern, Borrowed, PyTypeInfo};
 
 use crate::error::{py_tuple, received, Problem};
 
@@ -115,11 +115,11 @@ impl<'a> Reader<'a> {
                 return Err(Problem::type_error(message).into());
             }
         };
-        let get = |key: &Bound<'py, PyString>| -> PyResult<Option<Bound<'py, PyAny>>> { dict.get_item(key) };
+        let entries = Entries::gather(&dict);
 
         // version decides which rules apply to the rest.
-        let version_obj = get(intern!(py, "version"))?;
-        let declared = self.take(version(version_obj.as_ref()))?;
+        let version_obj = entries.version.as_deref();
+        let declared = self.take(version(version_obj))?;
         let mut rules_version = match declared {
             Some(v) if v <= u64::from(CURRENT_VERSION) => v as u32,
             _ => CURRENT_VERSION,
@@ -146,22 +146,22 @@ impl<'a> Reader<'a> {
                 }
             }
         }
-        let shape = self.take(shape(get(intern!(py, "shape"))?.as_ref()))?;
-        let typestr = self.take(typestr(get(intern!(py, "typestr"))?.as_ref()))?;
-        let descr = match get(intern!(py, "descr"))? {
+        let shape = self.take(shape(entries.shape.as_deref()))?;
+        let typestr = self.take(typestr(entries.typestr.as_deref()))?;
+        let descr = match entries.descr {
             None => Some(None),
             Some(v) => self.take(descr(&v).map(Some))?,
         };
-        let data = self.take(data(get(intern!(py, "data"))?.as_ref()))?;
-        let strides = self.take(strides(get(intern!(py, "strides"))?.as_ref()))?;
-        let (mask, mask_obj) = match get(intern!(py, "mask"))? {
+        let data = self.take(data(entries.data.as_deref()))?;
+        let strides = self.take(strides(entries.strides.as_deref()))?;
+        let (mask, mask_obj) = match entries.mask {
             Some(m) if !m.is_none() => match self.mask(&m, iface)? {
-                Some(parsed) => (Some(Some(Box::new(parsed.descriptor))), Some(m.unbind())),
+                Some(parsed) => (Some(Some(Box::new(parsed.descriptor))), Some(m.to_owned().unbind())),
                 None => (None, None),
             },
             _ => (Some(None), None),
         };
-        let stream = match (iface, get(intern!(py, "stream"))?) {
+        let stream = match (iface, entries.stream) {
             (Interface::Cuda, Some(s)) => self.take(stream(&s))?,
             _ => Some(Stream::None),
         };
@@ -272,6 +272,60 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The values of the keys the interface defines, found in one pass over the dict.
+///
+/// Keys are compared by identity with the interned key strings first (Python interns
+/// identifier-like literals, so a producer's keys are those very objects), then by value.
+/// No Python code runs during the pass, so the dict cannot change under it; the values are
+/// borrowed from the dict, which the caller holds.
+struct Entries<'a, 'py> {
+    shape: Option<Borrowed<'a, 'py, PyAny>>,
+    typestr: Option<Borrowed<'a, 'py, PyAny>>,
+    descr: Option<Borrowed<'a, 'py, PyAny>>,
+    data: Option<Borrowed<'a, 'py, PyAny>>,
+    version: Option<Borrowed<'a, 'py, PyAny>>,
+    strides: Option<Borrowed<'a, 'py, PyAny>>,
+    mask: Option<Borrowed<'a, 'py, PyAny>>,
+    stream: Option<Borrowed<'a, 'py, PyAny>>,
+}
+
+impl<'a, 'py> Entries<'a, 'py> {
+    fn gather(dict: &'a Bound<'py, PyDict>) -> Entries<'a, 'py> {
+        const TEXT: [&str; 8] = ["shape", "typestr", "descr", "data", "version", "strides", "mask", "stream"];
+        let py = dict.py();
+        let names = [
+            intern!(py, "shape"),
+            intern!(py, "typestr"),
+            intern!(py, "descr"),
+            intern!(py, "data"),
+            intern!(py, "version"),
+            intern!(py, "strides"),
+            intern!(py, "mask"),
+            intern!(py, "stream"),
+        ];
+        let mut found: [Option<Borrowed<'a, 'py, PyAny>>; 8] = [None; 8];
+        let (mut pos, mut key, mut value): (ffi::Py_ssize_t, *mut ffi::PyObject, *mut ffi::PyObject) =
+            (0, std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: `dict` is a live dict held by the caller for 'a; PyDict_Next hands out
+        // borrowed, non-null references that stay valid while the dict is unchanged, and
+        // nothing below runs Python code that could change it.
+        while unsafe { ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut key, &mut value) } != 0 {
+            // SAFETY: as above.
+            let (k, v) = unsafe { (Borrowed::from_ptr(py, key), Borrowed::from_ptr(py, value)) };
+            let index = names.iter().position(|n| k.as_ptr() == n.as_ptr()).or_else(|| {
+                let key = k.cast::<PyString>().ok()?;
+                let text = key.to_cow().ok()?;
+                TEXT.iter().position(|t| *t == text)
+            });
+            if let Some(i) = index {
+                found[i] = Some(v);
+            }
+        }
+        let [shape, typestr, descr, data, version, strides, mask, stream] = found;
+        Entries { shape, typestr, descr, data, version, strides, mask, stream }
+    }
+}
+
 /// The `TypeError` for an object without the interface attribute.
 pub(crate) fn no_interface(obj: &Bound<'_, PyAny>, iface: Interface) -> Problem {
     let type_name = obj.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string());
@@ -288,6 +342,11 @@ fn wrong_type(key: &'static str, expected: &'static str, value: &Bound<'_, PyAny
 
 /// A Python integer (or an object with `__index__`, such as NumPy's integers), not a bool.
 fn integer(value: &Bound<'_, PyAny>, key: &'static str, expected: &'static str) -> Result<i128, Problem> {
+    if let Ok(int) = value.cast_exact::<PyInt>() {
+        if let Ok(v) = int.extract::<i64>() {
+            return Ok(i128::from(v));
+        }
+    }
     if value.is_instance_of::<PyBool>() {
         return Err(wrong_type(key, expected, value));
     }
@@ -309,50 +368,82 @@ fn version(value: Option<&Bound<'_, PyAny>>) -> Result<u64, Problem> {
     u64::try_from(v).map_err(|_| Problem::value_error(format!("version: {v} is negative")))
 }
 
-fn int_tuple<'py>(
-    value: &Bound<'py, PyAny>,
+/// The ints of a tuple, each converted by `convert` (which names the problem with a value).
+fn int_tuple<T>(
+    value: &Bound<'_, PyAny>,
     key: &'static str,
     expected: &'static str,
-) -> Result<Vec<(i128, Bound<'py, PyAny>)>, Problem> {
+    convert: impl Fn(i128) -> Option<T>,
+    out_of_range: impl Fn(i128) -> Problem,
+) -> Result<Vec<T>, Problem> {
     let t = value.cast::<PyTuple>().map_err(|_| wrong_type(key, expected, value))?;
-    t.iter().map(|item| Ok((integer(&item, key, expected)?, item))).collect()
+    let mut out = Vec::with_capacity(t.len());
+    for item in t.iter_borrowed() {
+        let n = integer(&item, key, expected)?;
+        out.push(convert(n).ok_or_else(|| out_of_range(n))?);
+    }
+    Ok(out)
 }
 
 fn shape(value: Option<&Bound<'_, PyAny>>) -> Result<Vec<usize>, Problem> {
     const EXPECTED: &str = "a tuple of non-negative ints";
     let value = value.ok_or_else(|| missing("shape"))?;
-    int_tuple(value, "shape", EXPECTED)?
-        .into_iter()
-        .map(|(n, _)| {
-            usize::try_from(n).map_err(|_| {
-                let what = if n < 0 { "is negative" } else { "exceeds the address space" };
-                Problem::value_error(format!("shape: {} has a dimension that {what}: {n}", received(value)))
-            })
-        })
-        .collect()
+    int_tuple(
+        value,
+        "shape",
+        EXPECTED,
+        |n| usize::try_from(n).ok(),
+        |n| {
+            let what = if n < 0 { "is negative" } else { "exceeds the address space" };
+            Problem::value_error(format!("shape: {} has a dimension that {what}: {n}", received(value)))
+        },
+    )
 }
 
 fn strides(value: Option<&Bound<'_, PyAny>>) -> Result<Option<Vec<isize>>, Problem> {
     match value {
         None => Ok(None),
         Some(v) if v.is_none() => Ok(None),
-        Some(v) => int_tuple(v, "strides", "None or a tuple of ints")?
-            .into_iter()
-            .map(|(n, _)| {
-                isize::try_from(n).map_err(|_| {
-                    Problem::value_error(format!(
-                        "strides: {} has a stride outside the address space: {n}",
-                        received(v)
-                    ))
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map(Some),
+        Some(v) => int_tuple(
+            v,
+            "strides",
+            "None or a tuple of ints",
+            |n| isize::try_from(n).ok(),
+            |n| Problem::value_error(format!("strides: {} has a stride outside the address space: {n}", received(v))),
+        )
+        .map(Some),
     }
+}
+
+/// The last few typestr objects read and what they parse to, so that a producer that
+/// exports the same string object every time (a literal, an interned string) is not
+/// re-parsed. Holding the strings keeps their addresses from being reused.
+const TYPESTR_CACHE: usize = 4;
+
+thread_local! {
+    static TYPESTRS: std::cell::RefCell<Vec<(Py<PyString>, TypeStr)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 fn typestr(value: Option<&Bound<'_, PyAny>>) -> Result<TypeStr, Problem> {
     let value = value.ok_or_else(|| missing("typestr"))?;
+    let cached = TYPESTRS.with(|c| c.borrow().iter().find(|(s, _)| value.is(s)).map(|(_, t)| *t));
+    if let Some(t) = cached {
+        return Ok(t);
+    }
+    let parsed = parse_typestr(value)?;
+    if let Ok(s) = value.cast::<PyString>() {
+        TYPESTRS.with(|c| {
+            let mut c = c.borrow_mut();
+            if c.len() == TYPESTR_CACHE {
+                c.remove(0);
+            }
+            c.push((s.clone().unbind(), parsed));
+        });
+    }
+    Ok(parsed)
+}
+
+fn parse_typestr(value: &Bound<'_, PyAny>) -> Result<TypeStr, Problem> {
     let s = value.cast::<PyString>().map_err(|_| wrong_type("typestr", "a str such as '<f4'", value))?;
     let text = s.to_cow().map_err(|_| wrong_type("typestr", "a str such as '<f4'", value))?;
     Ok(TypeStr::parse(&text)?)
@@ -365,8 +456,8 @@ fn data(value: Option<&Bound<'_, PyAny>>) -> Result<(usize, bool), Problem> {
     if t.len() != 2 {
         return Err(wrong_type("data", EXPECTED, value));
     }
-    let ptr = t.get_item(0).map_err(|_| wrong_type("data", EXPECTED, value))?;
-    let readonly = t.get_item(1).map_err(|_| wrong_type("data", EXPECTED, value))?;
+    let ptr = t.get_borrowed_item(0).map_err(|_| wrong_type("data", EXPECTED, value))?;
+    let readonly = t.get_borrowed_item(1).map_err(|_| wrong_type("data", EXPECTED, value))?;
     let ptr = integer(&ptr, "data", EXPECTED)?;
     let ptr = usize::try_from(ptr).map_err(|_| {
         let what = if ptr < 0 { "is negative" } else { "exceeds the address space" };

@@ -14,7 +14,6 @@ use crate::parse::{Interface, Parsed};
 #[derive(Debug)]
 pub(crate) struct Core {
     descriptor: Descriptor,
-    strides: Vec<isize>,
     declared_version: u64,
     extent: Extent,
     owner: Py<PyAny>,
@@ -23,10 +22,9 @@ pub(crate) struct Core {
 
 impl Core {
     pub(crate) fn from_parsed(owner: Py<PyAny>, parsed: Parsed) -> PyResult<Core> {
-        let strides = parsed.descriptor.strides().map_err(to_py_err)?.into_owned();
+        // Strides (and their overflow) were checked by validation; they are computed when read.
         Ok(Core {
             descriptor: parsed.descriptor,
-            strides,
             declared_version: parsed.declared_version,
             extent: parsed.extent,
             owner,
@@ -69,7 +67,7 @@ impl Core {
             py_tuple(&d.shape),
             d.typestr,
             d.data,
-            py_tuple(&self.strides),
+            self.descriptor.strides().map_or_else(|_| "?".to_owned(), |s| py_tuple(&s)),
             if d.readonly { "True" } else { "False" },
         )
     }
@@ -122,7 +120,7 @@ macro_rules! view_class {
             /// Strides in bytes, one per dimension, computed for a C-contiguous array.
             #[getter]
             fn strides<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-                PyTuple::new(py, &self.core.strides)
+                PyTuple::new(py, self.core.descriptor.strides().map_err(to_py_err)?.iter())
             }
 
             /// The number of dimensions.

@@ -52,6 +52,18 @@ def test_pointer_attributes_without_driver():
 
 
 @no_driver
+def test_cudarc_entry_points_without_driver():
+    import numpy as np
+
+    from producers import host_backed
+
+    with pytest.raises(cai.CudaDriverError, match="data: cannot make a cudarc view: the CUDA driver library"):
+        fx.zero_with_cudarc(host_backed(np.ones(4, np.float32)))
+    with pytest.raises(cai.CudaDriverError, match="the CUDA driver library"):
+        fx.CudarcBuffer([4])
+
+
+@no_driver
 def test_process_wide_policy_reaches_other_modules():
     cai.configure(import_sync="ignore")
     assert cai.as_cuda_array(Producer(cai_dict(stream=7))).stream == 7

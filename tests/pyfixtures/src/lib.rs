@@ -447,6 +447,84 @@ fn fill_host_backed(mut x: PyCudaArrayRw<'_, f32, Ix1>, value: f32) -> PyResult<
     Ok(())
 }
 
+/// A 2-d f32 device array, only described: the export benchmark's producer.
+#[pyclass(frozen)]
+#[derive(CudaArrayInterface)]
+struct BenchMatrix {
+    #[cai(data)]
+    data: RawDeviceBuffer<f32>,
+    #[cai(shape)]
+    shape: [usize; 2],
+}
+
+#[cai_py::export]
+#[pymethods]
+impl BenchMatrix {
+    #[new]
+    fn new(address: usize, rows: usize, cols: usize) -> Self {
+        BenchMatrix { data: raw(address, rows * cols), shape: [rows, cols] }
+    }
+}
+
+/// Builds the interface dict of `obj` (a `BenchMatrix`) `iterations` times in Rust and
+/// returns the mean nanoseconds per dict: the dict-building cost alone.
+#[pyfunction]
+fn bench_dict_build(obj: &Bound<'_, BenchMatrix>, iterations: u32) -> PyResult<f64> {
+    let descriptor = obj.get().cuda_array_interface().map_err(cai_py::to_py_err)?;
+    let start = std::time::Instant::now();
+    for _ in 0..iterations {
+        let d = cai_py::interface_dict(obj.as_any(), &descriptor, cai_py::Interface::Cuda, None)?;
+        std::hint::black_box(d);
+    }
+    Ok(start.elapsed().as_secs_f64() * 1e9 / f64::from(iterations.max(1)))
+}
+
+/// The import benchmark's floor: an object shaped like a cai view (frozen, weakref-able,
+/// garbage-collected, holding its owner), made by a `#[pyfunction]` with no parsing at all.
+#[pyclass(frozen, weakref)]
+struct ViewFloor {
+    owner: Py<PyAny>,
+}
+
+#[pymethods]
+impl ViewFloor {
+    fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        visit.call(&self.owner)
+    }
+}
+
+/// The export benchmark's floor: a `#[pyclass]` whose `__cuda_array_interface__` getter
+/// only copies a stored dict (no descriptor, no validation).
+#[pyclass(frozen)]
+struct ExportFloor {
+    dict: Py<pyo3::types::PyDict>,
+}
+
+#[pymethods]
+impl ExportFloor {
+    #[new]
+    fn new(dict: Py<pyo3::types::PyDict>) -> Self {
+        ExportFloor { dict }
+    }
+
+    #[getter(__cuda_array_interface__)]
+    fn interface<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+        self.dict.bind(py).copy()
+    }
+}
+
+/// Makes a [`ViewFloor`] of `obj`.
+#[pyfunction]
+fn view_floor(obj: Py<PyAny>) -> ViewFloor {
+    ViewFloor { owner: obj }
+}
+
+/// The extractor benchmark's function: a typed 2-d f32 argument.
+#[pyfunction]
+fn takes_array(x: PyCudaArrayRo<'_, f32, Ix2>) -> bool {
+    !x.is_empty()
+}
+
 /// The same function taking a plain object, for the extractor's overhead benchmark.
 #[pyfunction]
 fn takes_object(x: &Bound<'_, PyAny>) -> bool {
@@ -474,5 +552,11 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sum_lengths, m)?)?;
     m.add_function(wrap_pyfunction!(fill_host_backed, m)?)?;
     m.add_function(wrap_pyfunction!(takes_object, m)?)?;
+    m.add_function(wrap_pyfunction!(takes_array, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_dict_build, m)?)?;
+    m.add_class::<BenchMatrix>()?;
+    m.add_class::<ViewFloor>()?;
+    m.add_class::<ExportFloor>()?;
+    m.add_function(wrap_pyfunction!(view_floor, m)?)?;
     Ok(())
 }
