@@ -296,10 +296,12 @@ pub fn pointer_info(ptr: usize) -> std::result::Result<PointerInfo, DriverError>
             attribute(ptr, CU_POINTER_ATTRIBUTE_RANGE_SIZE, "cuPointerGetAttribute(RANGE_SIZE)").unwrap_or(0);
         (start != 0 && size != 0).then(|| start..start.saturating_add(size))
     } else {
+        // Memory the driver knows but gives no range for (some virtual-memory mappings) has
+        // no allocation to check against: `None`, not an error.
         let _bound = DriverBackend::primary(device)?.bind()?;
         let (mut base, mut size): (sys::CUdeviceptr, usize) = (0, 0);
         // SAFETY: both out-pointers are valid; the driver validates `ptr`.
-        unsafe {
+        let found = unsafe {
             sys::cuMemGetAddressRange_v2(
                 std::ptr::addr_of_mut!(base),
                 std::ptr::addr_of_mut!(size),
@@ -307,9 +309,9 @@ pub fn pointer_info(ptr: usize) -> std::result::Result<PointerInfo, DriverError>
             )
         }
         .result()
-        .map_err(|e| call_error("cuMemGetAddressRange", e))?;
+        .is_ok();
         let base = base as usize;
-        Some(base..base.saturating_add(size))
+        (found && size != 0).then(|| base..base.saturating_add(size))
     };
     Ok(PointerInfo { device, memory, allocation })
 }
