@@ -40,6 +40,15 @@ pub unsafe trait DeviceBuffer {
     fn stream(&self) -> Result<Stream> {
         Ok(Stream::None)
     }
+
+    /// Makes `stream`'s later work wait for the work pending on the buffer, when the
+    /// container exports the buffer on a stream other than the buffer's own (version 3:
+    /// the exported stream must be enough to see all pending work). The default does
+    /// nothing: a buffer without a stream of its own has nothing to order.
+    fn order_before(&self, stream: Stream) -> Result<()> {
+        let _ = stream;
+        Ok(())
+    }
 }
 
 /// Host memory that holds `len()` elements of one [`Element`] type, for NumPy's

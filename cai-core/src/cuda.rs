@@ -14,7 +14,7 @@ use cudarc::driver::{result, sys, CudaSlice, CudaStream, CudaView, CudaViewMut, 
 
 use crate::buffer::{AsStream, DeviceBuffer};
 use crate::element::Element;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::stream::Stream;
 pub use crate::sync::DriverError;
 use crate::sync::{Backend, PendingWork};
@@ -65,8 +65,25 @@ macro_rules! cudarc_buffer {
             fn stream(&self) -> Result<Stream> {
                 stream_of(DeviceSlice::<T>::stream(self))
             }
+
+            fn order_before(&self, stream: Stream) -> Result<()> {
+                order_after(DeviceSlice::<T>::stream(self), stream)
+            }
         }
     };
+}
+
+/// Makes `target` wait for the work queued on `own` so far (nothing when they are the
+/// same stream).
+fn order_after(own: &Arc<CudaStream>, target: Stream) -> Result<()> {
+    if target.is_none() || stream_of(own)? == target {
+        return Ok(());
+    }
+    let raw = raw_stream(target).map_err(Error::Driver)?;
+    // SAFETY: `target` is the stream the container exports, which it keeps alive as long
+    // as itself, and it belongs to the buffer's context; the wrapper does not destroy it.
+    let target = unsafe { own.context().wrap_borrowed_stream(raw) };
+    target.join(own).map_err(|e| Error::Driver(call_error("cuStreamWaitEvent", e)))
 }
 
 cudarc_buffer!(CudaSlice<T>, readonly = false);
@@ -394,10 +411,6 @@ impl TrackedStream {
 impl AsStream for TrackedStream {
     fn as_stream(&self) -> Result<Stream> {
         let target = stream_of(&self.export)?;
-        self.work.export_on(target).map_err(|e| crate::Error::WrongType {
-            key: "stream",
-            expected: "a stream the driver can order work on",
-            received: e.to_string(),
-        })
+        self.work.export_on(target).map_err(Error::Driver)
     }
 }

@@ -127,6 +127,10 @@ pub enum Error {
         available: usize,
     },
 
+    /// The CUDA driver failed while ordering the exported stream after pending work.
+    #[error("stream: {0}")]
+    Driver(crate::sync::DriverError),
+
     /// Arithmetic on a key's values left the range of the machine's integers.
     #[error("{key}: {value} overflows: {detail}")]
     Overflow {
@@ -147,6 +151,8 @@ pub enum ErrorKind {
     Type,
     /// A value of the right type that is not acceptable (Python's `ValueError`).
     Value,
+    /// The CUDA driver is missing or failed (Python's `cai.CudaDriverError`).
+    Driver,
 }
 
 impl Error {
@@ -161,7 +167,7 @@ impl Error {
             Error::NullPointer { .. } => "data",
             Error::MaskVersion { .. } | Error::MaskShape { .. } | Error::Mask(_) => "mask",
             Error::OutOfBuffer { .. } => "shape",
-            Error::StreamVersion { .. } | Error::StreamZero => "stream",
+            Error::StreamVersion { .. } | Error::StreamZero | Error::Driver(_) => "stream",
         }
     }
 
@@ -170,6 +176,7 @@ impl Error {
         match self {
             Error::MissingKey { .. } | Error::WrongType { .. } => ErrorKind::Type,
             Error::Mask(inner) => inner.kind(),
+            Error::Driver(_) => ErrorKind::Driver,
             _ => ErrorKind::Value,
         }
     }
@@ -252,5 +259,8 @@ mod tests {
         assert_eq!(Error::MissingKey { key: "shape" }.kind(), ErrorKind::Type);
         assert_eq!(Error::StreamZero.kind(), ErrorKind::Value);
         assert_eq!(Error::Mask(Box::new(Error::MissingKey { key: "shape" })).kind(), ErrorKind::Type);
+        let driver = Error::Driver(crate::sync::DriverError::NotFound);
+        assert_eq!((driver.kind(), driver.key()), (ErrorKind::Driver, "stream"));
+        assert_eq!(driver.to_string(), "stream: the CUDA driver library (libcuda) was not found on this machine");
     }
 }

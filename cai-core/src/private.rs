@@ -46,7 +46,7 @@ fn start<T: Element>(ptr: usize, len: usize, readonly: bool, field: &'static str
 }
 
 /// Starts the export of a device buffer; the stream is the buffer's own until
-/// [`Export::stream`] names another.
+/// [`Export::stream_for`] names another.
 pub fn device_array<B: DeviceBuffer + ?Sized>(buffer: &B, field: &'static str, layout: Layout) -> Result<Export> {
     let version = layout.version;
     let mut export = start::<B::Elem>(buffer.device_address(), buffer.len(), buffer.readonly(), field, layout)?;
@@ -63,9 +63,14 @@ pub fn host_array<B: HostBuffer + ?Sized>(buffer: &B, field: &'static str, layou
 }
 
 impl Export {
-    /// The stream named by the container's `#[cai(stream)]` field.
-    pub fn stream(mut self, stream: Result<Stream>) -> Result<Export> {
-        self.descriptor.stream = stream?;
+    /// The stream named by the container's `#[cai(stream)]` field; `buffer`'s pending
+    /// work is ordered before it when it is not the buffer's own stream.
+    pub fn stream_for<B: DeviceBuffer + ?Sized>(mut self, buffer: &B, stream: Result<Stream>) -> Result<Export> {
+        let stream = stream?;
+        if !stream.is_none() && stream != self.descriptor.stream {
+            buffer.order_before(stream)?;
+        }
+        self.descriptor.stream = stream;
         Ok(self)
     }
 

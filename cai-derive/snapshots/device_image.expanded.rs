@@ -16,7 +16,8 @@ const _: () = {
                 >(&self.pixels, "pixels", layout)
                     .and_then(|export| {
                         export
-                            .stream(
+                            .stream_for(
+                                &self.pixels,
                                 <Arc<
                                     CudaStream,
                                 > as ::cai_core::AsStream>::as_stream(&self.stream),

@@ -126,7 +126,8 @@ fn array(krate: &TokenStream, names: &Names, model: &Model<'_>, array: &Array<'_
     let stream = model.stream.map(|field| {
         bounds.require(field.ty, &quote!(#krate::AsStream));
         let (ty, member) = (field.ty, &field.member);
-        quote_spanned!(ty.span()=> .and_then(|export| export.stream(<#ty as #krate::AsStream>::as_stream(&self.#member))))
+        let buffer = &data.member;
+        quote_spanned!(ty.span()=> .and_then(|export| export.stream_for(&self.#buffer, <#ty as #krate::AsStream>::as_stream(&self.#member))))
     });
     let mask = mask.map(|field| {
         let mask = nested(field, bounds);

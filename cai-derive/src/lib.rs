@@ -35,7 +35,9 @@ use crate::ctxt::Ctxt;
 ///   any `AsShape`). Without one the array is 1-d over the whole buffer.
 /// - `strides`: a field giving strides in bytes (any `AsStrides`).
 /// - `stream`: the stream the data is ordered on (`Arc<CudaStream>`, a `Stream`, a raw
-///   handle; any `AsStream`), shared by every array of the struct. Version 3 only.
+///   handle, a `TrackedStream`; any `AsStream`), shared by every array of the struct.
+///   Version 3 only. When it is not the buffer's own stream, the buffer's pending work is
+///   ordered before it on export (`DeviceBuffer::order_before`).
 /// - `mask`: a field whose type itself implements `CudaArrayInterface`.
 /// - `array = "name"`: the field belongs to the named array `name` (with `data`, `shape`,
 ///   ...), or, without a role, is itself an array (its type implements the trait). A bare

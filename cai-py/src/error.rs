@@ -54,6 +54,7 @@ pub(crate) enum ProblemKind {
     Type,
     Value,
     Buffer,
+    Driver,
 }
 
 impl Problem {
@@ -74,6 +75,7 @@ impl From<cai_core::Error> for Problem {
     fn from(e: cai_core::Error) -> Problem {
         let kind = match e.kind() {
             ErrorKind::Type => ProblemKind::Type,
+            ErrorKind::Driver => ProblemKind::Driver,
             _ => ProblemKind::Value,
         };
         Problem { kind, message: e.to_string() }
@@ -86,6 +88,7 @@ impl From<Problem> for PyErr {
             ProblemKind::Type => PyTypeError::new_err(p.message),
             ProblemKind::Value => PyValueError::new_err(p.message),
             ProblemKind::Buffer => PyBufferError::new_err(p.message),
+            ProblemKind::Driver => Python::attach(|py| driver_error(py, p.message)),
         }
     }
 }

@@ -295,3 +295,50 @@ fn arrays_of_records_export_their_descr() {
     assert_eq!(d.descr.as_ref(), Some(&Particle::descr()));
     assert_eq!(d.descr().as_ref(), &Descr::clone(&Particle::descr()));
 }
+
+/// A device buffer with a stream of its own that notes what it is asked to order.
+struct Ordered {
+    stream: Stream,
+    asked: std::cell::RefCell<Vec<Stream>>,
+}
+
+// SAFETY: only described, never dereferenced; len() is 0.
+unsafe impl cai_core::DeviceBuffer for Ordered {
+    type Elem = f32;
+    fn device_address(&self) -> usize {
+        0
+    }
+    fn len(&self) -> usize {
+        0
+    }
+    fn stream(&self) -> Result<Stream, Error> {
+        Ok(self.stream)
+    }
+    fn order_before(&self, stream: Stream) -> Result<(), Error> {
+        self.asked.borrow_mut().push(stream);
+        Ok(())
+    }
+}
+
+#[derive(CudaArrayInterface)]
+struct ExportedOnAnotherStream {
+    #[cai(data)]
+    values: Ordered,
+    #[cai(stream)]
+    stream: Stream,
+}
+
+#[test]
+fn a_buffer_on_its_own_stream_is_ordered_before_the_exported_one() {
+    let s = |n| Stream::Handle(StreamHandle::new(n).unwrap());
+    let c = ExportedOnAnotherStream { values: Ordered { stream: s(7), asked: Default::default() }, stream: s(3) };
+    assert_eq!(c.cuda_array_interface().unwrap().stream, s(3));
+    assert_eq!(c.values.asked.borrow().as_slice(), &[s(3)], "stream 3 waits for the buffer's stream 7");
+    // Same stream, or the producer's opt-out: nothing to order.
+    let same = ExportedOnAnotherStream { values: Ordered { stream: s(7), asked: Default::default() }, stream: s(7) };
+    same.cuda_array_interface().unwrap();
+    let none =
+        ExportedOnAnotherStream { values: Ordered { stream: s(7), asked: Default::default() }, stream: Stream::None };
+    assert_eq!(none.cuda_array_interface().unwrap().stream, Stream::None);
+    assert!(same.values.asked.borrow().is_empty() && none.values.asked.borrow().is_empty());
+}

@@ -92,3 +92,42 @@ fn tracked_stream_makes_the_export_stream_wait_on_other_streams() {
         assert!(host.iter().all(|&v| v == round), "round {round}");
     }
 }
+
+#[derive(cai_core::CudaArrayInterface)]
+struct OnAnotherStream {
+    #[cai(data)]
+    values: cudarc::driver::CudaSlice<u32>,
+    #[cai(stream)]
+    stream: Arc<cudarc::driver::CudaStream>,
+}
+
+#[test]
+#[cfg_attr(not(cai_cuda_driver), ignore = "needs a CUDA driver (none found at build time; CAI_GPU_TESTS=1 forces)")]
+fn a_slice_on_its_own_stream_is_ordered_before_the_container_stream() {
+    use cai_core::CudaArrayInterface;
+    use cudarc::driver::sys;
+    let ctx = context();
+    let writer = ctx.new_stream().unwrap();
+    let n = 1 << 24;
+    let values = writer.alloc_zeros::<u32>(n).unwrap();
+    let ptr = values.device_ptr(&writer).0;
+    let container = OnAnotherStream { values, stream: ctx.new_stream().unwrap() };
+    let export = container.stream.cu_stream();
+    for round in 1..=5u32 {
+        // SAFETY: `ptr` addresses the slice's `n` u32s; the memsets are queued on `writer`.
+        unsafe {
+            for _ in 0..20 {
+                sys::cuMemsetD32Async(ptr, round, n, writer.cu_stream()).result().unwrap();
+            }
+        }
+        let d = container.cuda_array_interface().unwrap();
+        assert_eq!(d.stream.to_raw(), Some(export as usize));
+        let mut host = vec![0u32; n];
+        // SAFETY: `host` holds `n` u32s; the copy is complete after the synchronize.
+        unsafe {
+            sys::cuMemcpyDtoHAsync_v2(host.as_mut_ptr().cast(), ptr, n * 4, export).result().unwrap();
+            sys::cuStreamSynchronize(export).result().unwrap();
+        }
+        assert!(host.iter().all(|&v| v == round), "round {round}: the exported stream did not wait for the writer");
+    }
+}
