@@ -364,15 +364,6 @@ pub fn stream_device(stream: Stream) -> std::result::Result<Option<i32>, DriverE
     Ok(Some(device))
 }
 
-/// Blocks the host until all work queued on `stream` so far has finished; nothing to do
-/// for [`Stream::None`]. Device 0's primary context is used for the default streams.
-pub fn synchronize(stream: Stream) -> std::result::Result<(), DriverError> {
-    if stream.is_none() {
-        return Ok(());
-    }
-    DriverBackend::primary(0)?.synchronize(stream)
-}
-
 /// A producer's pending work on cudarc streams, for a `#[cai(stream)]` field: the stream
 /// to export (kept alive as long as the container) and an event per other stream that has
 /// used the buffer. Record work with [`record`](TrackedStream::record) after enqueuing it;

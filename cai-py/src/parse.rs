@@ -33,11 +33,15 @@ impl Interface {
     /// a rule of [`Descriptor::validate`].
     fn keys(self) -> &'static [&'static str] {
         match self {
-            Interface::Cuda => &["shape", "typestr", "data", "version", "strides", "descr", "mask", "stream"],
-            Interface::Host => &["shape", "typestr", "data", "version", "strides", "descr", "mask"],
+            Interface::Cuda => &KEYS,
+            Interface::Host => &KEYS[..KEYS.len() - 1],
         }
     }
 }
+
+/// Every key some version defines, `stream` (CUDA only) last; [`Entries::gather`] reads
+/// them in this order.
+const KEYS: [&str; 8] = ["shape", "typestr", "descr", "data", "version", "strides", "mask", "stream"];
 
 /// A dict that passed every rule of its version.
 #[derive(Debug)]
@@ -291,7 +295,6 @@ struct Entries<'a, 'py> {
 
 impl<'a, 'py> Entries<'a, 'py> {
     fn gather(dict: &'a Bound<'py, PyDict>) -> Entries<'a, 'py> {
-        const TEXT: [&str; 8] = ["shape", "typestr", "descr", "data", "version", "strides", "mask", "stream"];
         let py = dict.py();
         let names = [
             intern!(py, "shape"),
@@ -315,7 +318,7 @@ impl<'a, 'py> Entries<'a, 'py> {
             let index = names.iter().position(|n| k.as_ptr() == n.as_ptr()).or_else(|| {
                 let key = k.cast::<PyString>().ok()?;
                 let text = key.to_cow().ok()?;
-                TEXT.iter().position(|t| *t == text)
+                KEYS.iter().position(|t| *t == text)
             });
             if let Some(i) = index {
                 found[i] = Some(v);

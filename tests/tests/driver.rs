@@ -14,10 +14,10 @@ fn every_entry_point_reports_a_missing_driver() {
     assert_eq!(DriverBackend::primary(0), Err(DriverError::NotFound));
     assert_eq!(cuda::pointer_info(0x7f00_0000_0000), Err(DriverError::NotFound));
     assert_eq!(cuda::stream_device(Stream::LegacyDefault), Err(DriverError::NotFound));
-    assert_eq!(cuda::synchronize(Stream::LegacyDefault), Err(DriverError::NotFound));
-    assert_eq!(cuda::synchronize(Stream::Handle(StreamHandle::new(0x5000).unwrap())), Err(DriverError::NotFound));
-    // Nothing to do needs no driver.
-    assert_eq!(cuda::synchronize(Stream::None), Ok(()));
+    let handle = Stream::Handle(StreamHandle::new(0x5000).unwrap());
+    assert_eq!(cuda::stream_device(handle), Err(DriverError::NotFound));
+    // `TrackedStream` and the cudarc buffers need a `CudaStream`, which needs a driver to
+    // exist at all; the engine's decisions without one are the Recorder tests in cai-core.
     assert_eq!(DriverError::NotFound.to_string(), "the CUDA driver library (libcuda) was not found on this machine");
 }
 
