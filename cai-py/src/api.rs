@@ -156,9 +156,9 @@ pub fn validate<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Vec<String>> {
             Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) => None,
             other => Some(other),
         };
-        match attribute(pyo3::intern!(py, "__cuda_array_interface__")) {
+        match attribute(Interface::Cuda.interned(py)) {
             Some(value) => (value, Interface::Cuda),
-            None => match attribute(pyo3::intern!(py, "__array_interface__")) {
+            None => match attribute(Interface::Host.interned(py)) {
                 Some(value) => (value, Interface::Host),
                 None => return Err(no_interface(obj, Interface::Cuda).into()),
             },

@@ -29,6 +29,14 @@ impl Interface {
         }
     }
 
+    /// The attribute name as an interned Python string.
+    pub(crate) fn interned(self, py: Python<'_>) -> &Bound<'_, PyString> {
+        match self {
+            Interface::Cuda => intern!(py, "__cuda_array_interface__"),
+            Interface::Host => intern!(py, "__array_interface__"),
+        }
+    }
+
     /// The keys some version of the interface defines; which version allows which key is
     /// a rule of [`Descriptor::validate`].
     fn keys(self) -> &'static [&'static str] {
@@ -97,12 +105,7 @@ impl<'a> Reader<'a> {
     /// Reads `obj`'s interface attribute and parses it. A missing attribute is a
     /// `TypeError`; an exception raised by the attribute itself propagates.
     pub(crate) fn read_object(&mut self, obj: &Bound<'_, PyAny>, iface: Interface) -> PyResult<Option<Parsed>> {
-        let py = obj.py();
-        let name = match iface {
-            Interface::Cuda => intern!(py, "__cuda_array_interface__"),
-            Interface::Host => intern!(py, "__array_interface__"),
-        };
-        match obj.getattr_opt(name)? {
+        match obj.getattr_opt(iface.interned(obj.py()))? {
             Some(dict) => self.parse(&dict, iface),
             None => Err(no_interface(obj, iface).into()),
         }
@@ -240,11 +243,7 @@ impl<'a> Reader<'a> {
             return self.report(problem).map(|()| None);
         }
         let py = mask.py();
-        let name = match iface {
-            Interface::Cuda => intern!(py, "__cuda_array_interface__"),
-            Interface::Host => intern!(py, "__array_interface__"),
-        };
-        let Some(dict) = mask.getattr_opt(name)? else {
+        let Some(dict) = mask.getattr_opt(iface.interned(py))? else {
             let problem = Problem::type_error(format!(
                 "mask: expected None or an object exporting {}, received {}",
                 iface.attribute(),
