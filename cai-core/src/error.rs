@@ -6,6 +6,42 @@
 
 use std::fmt;
 
+/// A failure to reach or use the CUDA driver.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DriverError {
+    /// The driver library (`libcuda.so`, `nvcuda.dll`) could not be loaded.
+    #[error("the CUDA driver library (libcuda) was not found on this machine")]
+    NotFound,
+    /// The driver library loads but cannot be used: `cuInit` failed (no device, a driver
+    /// older than the CUDA version cai was built for), or a function cai needs is missing.
+    #[error("the CUDA driver library was found but cannot be used: {0}")]
+    Unusable(String),
+    /// This build has no driver support (cai-core without its `cuda` feature).
+    #[error("this build has no CUDA driver support (cai-core's `cuda` feature is off)")]
+    Unsupported,
+    /// A driver call returned an error code.
+    #[error("{call} failed: {name} ({code}): {description}")]
+    Call {
+        /// The driver function.
+        call: &'static str,
+        /// The `CUresult` code.
+        code: u32,
+        /// The code's name (`CUDA_ERROR_INVALID_HANDLE`).
+        name: String,
+        /// The driver's description of the code.
+        description: String,
+    },
+    /// Ordering that CUDA graph capture makes impossible: the producer's work is being
+    /// captured into a graph that the consumer's stream is not part of, or the legacy
+    /// default stream would join a capture under way on a blocking stream.
+    #[error("{0}")]
+    Capture(String),
+    /// An operation the engine cannot perform, such as waiting on stream `None`.
+    #[error("{0}")]
+    Invalid(String),
+}
+
 /// Everything that can be wrong with a descriptor or one of its parts.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -129,7 +165,7 @@ pub enum Error {
 
     /// The CUDA driver failed while ordering the exported stream after pending work.
     #[error("stream: {0}")]
-    Driver(crate::sync::DriverError),
+    Driver(DriverError),
 
     /// Arithmetic on a key's values left the range of the machine's integers.
     #[error("{key}: {value} overflows: {detail}")]
@@ -259,7 +295,7 @@ mod tests {
         assert_eq!(Error::MissingKey { key: "shape" }.kind(), ErrorKind::Type);
         assert_eq!(Error::StreamZero.kind(), ErrorKind::Value);
         assert_eq!(Error::Mask(Box::new(Error::MissingKey { key: "shape" })).kind(), ErrorKind::Type);
-        let driver = Error::Driver(crate::sync::DriverError::NotFound);
+        let driver = Error::Driver(DriverError::NotFound);
         assert_eq!((driver.kind(), driver.key()), (ErrorKind::Driver, "stream"));
         assert_eq!(driver.to_string(), "stream: the CUDA driver library (libcuda) was not found on this machine");
     }

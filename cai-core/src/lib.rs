@@ -36,7 +36,8 @@
 //! | `interface` | the producer traits |
 //! | `buffer` | [`DeviceBuffer`], [`HostBuffer`], [`RawDeviceBuffer`], shape/strides/stream sources |
 //! | `cuda` | cudarc impls (feature `cuda`): the only module that touches the driver |
-//! | `error` | [`Error`] |
+//! | `sync` | the stream rules of version 3 (the sync engine), driver-free |
+//! | `error` | [`Error`], [`DriverError`] |
 //!
 //! # Deriving
 //!
@@ -99,7 +100,7 @@ pub use buffer::{AsShape, AsStream, AsStrides, DeviceBuffer, HostBuffer, RawDevi
 pub use descr::{Descr, Field, FieldLayout, FieldType};
 pub use descriptor::{Descriptor, Extent, CURRENT_VERSION};
 pub use element::Element;
-pub use error::{Error, ErrorKind, Result};
+pub use error::{DriverError, Error, ErrorKind, Result};
 pub use interface::{ArrayInterface, CudaArrayInterface, NamedArrays, NamedCudaArrays};
 
 #[cfg(feature = "derive")]

@@ -5,6 +5,14 @@
 //! `cuda` module (feature `cuda`); [`Recorder`] only writes the operations down, so that
 //! every decision is tested on machines without a GPU.
 //!
+//! **Streams are located.** A stream handle means something only in its CUDA context,
+//! and the markers 1 (legacy default) and 2 (per-thread default) name a different stream
+//! in every context, and 2 a different one on every thread. The backend
+//! [locates](Backend::locate) each stream first: a handle in the context it was created
+//! in, 1 and 2 in the context current on the calling thread. Streams are compared as
+//! [`Located`] values (context and stream), events are created and recorded in the
+//! context of the stream they are recorded on, and per-thread work is keyed by thread.
+//!
 //! **Producer** ([`PendingWork`]): after enqueuing work that touches a buffer on some
 //! stream, record it; on export, the exported stream is made to wait on an event of every
 //! other stream with pending work, so that a consumer synchronizing on the exported stream
@@ -17,56 +25,86 @@
 //! streams are the same; `Synchronize` blocks the host until the producer's stream is done;
 //! `Ignore` leaves ordering to the user. Events come from an [`EventPool`]: after the
 //! first import, no event is created.
+//!
+//! **Graph capture.** While a stream captures a CUDA graph, its work is recorded into the
+//! graph, not run, and several driver calls would invalidate the capture. The engine asks
+//! the backend about [`Capture`] first and never makes such a call:
+//!
+//! | producer's stream | consumer's stream | what [`order`] does |
+//! |---|---|---|
+//! | not capturing | not capturing | event wait ([`Action::Waited`]) |
+//! | not capturing | capturing | the host waits for the producer's event once, at capture time, so that every launch of the graph sees the data ([`Action::WaitedForCapture`]) |
+//! | capturing | capturing, same capture | event wait: a dependency inside the graph ([`Action::Waited`]) |
+//! | capturing | anything else | [`DriverError::Capture`]: that work runs only when the graph is launched |
+//! | the legacy stream, while a blocking stream of its context captures | | [`DriverError::Capture`]: touching it would invalidate the capture |
+//!
+//! `Synchronize` refuses a capturing producer stream the same way (a capturing stream
+//! cannot be synchronized). Work a producer [records](PendingWork::record) while its
+//! stream captures belongs to the graph: an export inside the same capture depends on it,
+//! an export outside the capture does not wait for it (the graph's launch is ordered by
+//! whoever launches it), and an export on a capturing stream host-waits for work recorded
+//! outside the capture.
 
 use std::collections::HashMap;
 use std::fmt;
+use std::hash::Hash;
 use std::sync::{Mutex, PoisonError};
+use std::thread::ThreadId;
 
+use crate::error::DriverError;
 use crate::stream::Stream;
 
-/// A failure to reach or use the CUDA driver.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum DriverError {
-    /// The driver library (`libcuda.so`, `nvcuda.dll`) could not be loaded.
-    #[error("the CUDA driver library (libcuda) was not found on this machine")]
-    NotFound,
-    /// This build has no driver support (cai-core without its `cuda` feature).
-    #[error("this build has no CUDA driver support (cai-core's `cuda` feature is off)")]
-    Unsupported,
-    /// A driver call returned an error code.
-    #[error("{call} failed: {name} ({code}): {description}")]
-    Call {
-        /// The driver function.
-        call: &'static str,
-        /// The `CUresult` code.
-        code: u32,
-        /// The code's name (`CUDA_ERROR_INVALID_HANDLE`).
-        name: String,
-        /// The driver's description of the code.
-        description: String,
-    },
-    /// An operation the engine cannot perform, such as waiting on stream `None`.
-    #[error("{0}")]
-    Invalid(String),
+/// A stream and the context it belongs to: what the engine compares streams by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Located<C> {
+    /// The stream (never [`Stream::None`]).
+    pub stream: Stream,
+    /// Its context: for a handle, the context it was created in; for the default streams,
+    /// the context they were resolved in.
+    pub context: C,
+}
+
+impl<C> fmt::Display for Located<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.stream)
+    }
+}
+
+/// Whether a stream is capturing a CUDA graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Capture {
+    /// Not capturing: work runs when it is enqueued.
+    Idle,
+    /// Capturing into the graph of the capture sequence with this id.
+    Active(u64),
+    /// The legacy default stream, while a blocking stream of its context captures in the
+    /// global or thread-local mode: any use of it would join (and invalidate) that capture.
+    Implicit,
 }
 
 /// What carries the engine's decisions out: the CUDA driver, or a [`Recorder`].
-///
-/// Streams are [`Stream`] values, never [`Stream::None`]: the legacy and per-thread
-/// default streams are the driver's `CU_STREAM_LEGACY` (1) and `CU_STREAM_PER_THREAD` (2),
-/// the same integers as in the interface.
 pub trait Backend {
     /// An event handle.
     type Event: Send;
-    /// Creates an event (without timing).
-    fn create_event(&self) -> Result<Self::Event, DriverError>;
-    /// Records `event` on `stream`: it completes when the work queued so far does.
-    fn record(&self, event: &Self::Event, stream: Stream) -> Result<(), DriverError>;
+    /// A context handle.
+    type Context: Copy + Eq + Hash + fmt::Debug + Send;
+    /// Locates `stream`: a handle in its own context; the legacy and per-thread default
+    /// streams in the context current on this thread (or the backend's own, when none is).
+    /// [`Stream::None`] is an error.
+    fn locate(&self, stream: Stream) -> Result<Located<Self::Context>, DriverError>;
+    /// Whether `stream` is capturing a graph. Must not disturb a capture under way.
+    fn capture(&self, stream: Located<Self::Context>) -> Result<Capture, DriverError>;
+    /// Creates an event (without timing) in `context`.
+    fn create_event(&self, context: Self::Context) -> Result<Self::Event, DriverError>;
+    /// Records `event` (created in `stream`'s context) on `stream`: it completes when the
+    /// work queued so far does.
+    fn record(&self, event: &Self::Event, stream: Located<Self::Context>) -> Result<(), DriverError>;
     /// Makes `stream`'s later work wait for `event`, without blocking the host.
-    fn wait(&self, stream: Stream, event: &Self::Event) -> Result<(), DriverError>;
+    fn wait(&self, stream: Located<Self::Context>, event: &Self::Event) -> Result<(), DriverError>;
     /// Blocks the host until the work queued on `stream` so far has finished.
-    fn synchronize(&self, stream: Stream) -> Result<(), DriverError>;
+    fn synchronize(&self, stream: Located<Self::Context>) -> Result<(), DriverError>;
+    /// Blocks the host until `event` has completed.
+    fn wait_host(&self, event: &Self::Event) -> Result<(), DriverError>;
 }
 
 /// How a consumer orders its work after the producer's.
@@ -87,14 +125,16 @@ impl SyncPolicy {
     pub const ENV: &'static str = "CAI_IMPORT_SYNC";
 
     /// Parses a policy name: `wait` (or `1`), `synchronize` (or `sync`), `ignore` (or `0`).
+    /// The error names what was received and what is accepted; the caller says where the
+    /// value came from.
     pub fn parse(value: &str) -> Result<SyncPolicy, String> {
         match value.trim().to_ascii_lowercase().as_str() {
             "wait" | "1" => Ok(SyncPolicy::Wait),
             "synchronize" | "sync" => Ok(SyncPolicy::Synchronize),
             "ignore" | "0" => Ok(SyncPolicy::Ignore),
-            other => Err(format!(
-                "{}: '{other}' is not a sync policy (expected 'wait', 'synchronize' or 'ignore', or 1 / 0)",
-                SyncPolicy::ENV
+            _ => Err(format!(
+                "'{}' is not a sync policy (expected 'wait', 'synchronize' or 'ignore', or 1 / 0)",
+                value.escape_debug()
             )),
         }
     }
@@ -103,7 +143,7 @@ impl SyncPolicy {
     /// error naming the variable when it holds anything else.
     pub fn from_env() -> Result<SyncPolicy, String> {
         match std::env::var(SyncPolicy::ENV) {
-            Ok(v) => SyncPolicy::parse(&v),
+            Ok(v) => SyncPolicy::parse(&v).map_err(|e| format!("{}: {e}", SyncPolicy::ENV)),
             Err(std::env::VarError::NotPresent) => Ok(SyncPolicy::Wait),
             Err(e) => Err(format!("{}: {e}", SyncPolicy::ENV)),
         }
@@ -125,7 +165,7 @@ impl fmt::Display for SyncPolicy {
     }
 }
 
-/// What [`import`] did.
+/// What [`import`] or [`order`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Action {
     /// The producer exported stream `None`: nothing to order.
@@ -136,25 +176,27 @@ pub enum Action {
     SameStream,
     /// The consumer's stream now waits on an event recorded on the producer's stream.
     Waited,
+    /// The consumer's stream is capturing a graph: the host waited for the producer's
+    /// pending work, so that the graph sees it whenever it is launched.
+    WaitedForCapture,
     /// The host waited for the producer's stream.
     Synchronized,
 }
 
-/// Reusable events, so that steady-state imports create none.
+/// Reusable events, one free list per context, so that steady-state imports create none.
 pub struct EventPool<B: Backend> {
-    free: Mutex<Vec<B::Event>>,
+    free: Mutex<HashMap<B::Context, Vec<B::Event>>>,
 }
 
 impl<B: Backend> fmt::Debug for EventPool<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let free = self.free.lock().unwrap_or_else(PoisonError::into_inner).len();
-        f.debug_struct("EventPool").field("free", &free).finish()
+        f.debug_struct("EventPool").field("free", &self.len()).finish()
     }
 }
 
 impl<B: Backend> Default for EventPool<B> {
     fn default() -> Self {
-        EventPool { free: Mutex::new(Vec::new()) }
+        EventPool { free: Mutex::new(HashMap::new()) }
     }
 }
 
@@ -164,30 +206,98 @@ impl<B: Backend> EventPool<B> {
         EventPool::default()
     }
 
-    /// An event from the pool, or a new one when it is empty.
-    pub fn take(&self, backend: &B) -> Result<B::Event, DriverError> {
-        let pooled = self.free.lock().unwrap_or_else(PoisonError::into_inner).pop();
+    /// An event of `context` from the pool, or a new one when there is none.
+    pub fn take(&self, backend: &B, context: B::Context) -> Result<B::Event, DriverError> {
+        let pooled = self.free.lock().unwrap_or_else(PoisonError::into_inner).get_mut(&context).and_then(Vec::pop);
         match pooled {
             Some(e) => Ok(e),
-            None => backend.create_event(),
+            None => backend.create_event(context),
         }
     }
 
-    /// Returns an event. A wait enqueued on it is unaffected by its later re-recording, so
-    /// an event can go back as soon as the wait is enqueued.
-    pub fn give(&self, event: B::Event) {
-        self.free.lock().unwrap_or_else(PoisonError::into_inner).push(event);
+    /// Returns an event of `context`. A wait enqueued on it is unaffected by its later
+    /// re-recording, so an event can go back as soon as the wait is enqueued.
+    pub fn give(&self, context: B::Context, event: B::Event) {
+        self.free.lock().unwrap_or_else(PoisonError::into_inner).entry(context).or_default().push(event);
     }
 
-    /// How many events wait in the pool.
+    /// How many events wait in the pool, all contexts together.
     pub fn len(&self) -> usize {
-        self.free.lock().unwrap_or_else(PoisonError::into_inner).len()
+        self.free.lock().unwrap_or_else(PoisonError::into_inner).values().map(Vec::len).sum()
     }
 
     /// Whether the pool holds no event.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+fn implicit_error(stream: Stream) -> DriverError {
+    DriverError::Capture(format!(
+        "stream {stream}: the legacy default stream cannot be used while a blocking stream of its context is \
+         capturing a CUDA graph (it would join and invalidate the capture); use a non-blocking stream, or \
+         import outside the capture"
+    ))
+}
+
+/// Orders the work queued on `to` from now on after the work queued on `from` so far,
+/// without blocking the host where the streams allow it (see the module's capture table).
+pub fn order<B: Backend>(
+    backend: &B,
+    pool: &EventPool<B>,
+    from: Located<B::Context>,
+    to: Located<B::Context>,
+) -> Result<Action, DriverError> {
+    if from == to {
+        return Ok(Action::SameStream);
+    }
+    let (produced, consumed) = (backend.capture(from)?, backend.capture(to)?);
+    let host = match (produced, consumed) {
+        (Capture::Implicit, _) => return Err(implicit_error(from.stream)),
+        (_, Capture::Implicit) => return Err(implicit_error(to.stream)),
+        (Capture::Active(a), Capture::Active(b)) if a == b => false,
+        (Capture::Active(a), _) => {
+            return Err(DriverError::Capture(format!(
+                "stream {}: the producer's stream is capturing a CUDA graph (capture {a}), so its work runs only \
+                 when the graph is launched and stream {} cannot be ordered after it; consume the array on the \
+                 capturing stream (or another stream of the same capture), or after launching the graph",
+                from.stream, to.stream
+            )))
+        }
+        (Capture::Idle, Capture::Active(_)) => true,
+        (Capture::Idle, Capture::Idle) => false,
+    };
+    let event = pool.take(backend, from.context)?;
+    let result = backend.record(&event, from).and_then(|()| {
+        if host {
+            backend.wait_host(&event).map(|()| Action::WaitedForCapture)
+        } else {
+            backend.wait(to, &event).map(|()| Action::Waited)
+        }
+    });
+    pool.give(from.context, event);
+    result
+}
+
+/// Blocks the host until the work queued on `from` so far has finished, through an event
+/// (later work on `from` is not waited for). A capturing stream cannot be waited on: its
+/// work runs when the graph is launched ([`DriverError::Capture`]).
+pub fn settle<B: Backend>(backend: &B, pool: &EventPool<B>, from: Located<B::Context>) -> Result<Action, DriverError> {
+    match backend.capture(from)? {
+        Capture::Idle => {}
+        Capture::Implicit => return Err(implicit_error(from.stream)),
+        Capture::Active(a) => {
+            return Err(DriverError::Capture(format!(
+                "stream {}: the producer's stream is capturing a CUDA graph (capture {a}), so its work runs only when \
+                 the graph is launched and the host cannot wait for it; order the capturing stream instead",
+                from.stream
+            )))
+        }
+    }
+    let event = pool.take(backend, from.context)?;
+    let result = backend.record(&event, from).and_then(|()| backend.wait_host(&event));
+    pool.give(from.context, event);
+    result.map(|()| Action::Synchronized)
 }
 
 /// Orders the consumer's work on `consumer` after the producer's pending work on
@@ -204,19 +314,44 @@ pub fn import<B: Backend>(
     }
     match policy {
         SyncPolicy::Ignore => Ok(Action::Ignored),
-        SyncPolicy::Synchronize => backend.synchronize(producer).map(|()| Action::Synchronized),
-        SyncPolicy::Wait if consumer == producer => Ok(Action::SameStream),
+        SyncPolicy::Synchronize => {
+            let from = backend.locate(producer)?;
+            match backend.capture(from)? {
+                Capture::Idle => backend.synchronize(from).map(|()| Action::Synchronized),
+                Capture::Implicit => Err(implicit_error(producer)),
+                Capture::Active(a) => Err(DriverError::Capture(format!(
+                    "stream {producer}: the producer's stream is capturing a CUDA graph (capture {a}) and cannot be \
+                     synchronized; use the wait policy with the capturing stream as the consumer's"
+                ))),
+            }
+        }
         SyncPolicy::Wait => {
             if consumer.is_none() {
                 return Err(DriverError::Invalid("the consumer's stream cannot be None under the wait policy".into()));
             }
-            let event = pool.take(backend)?;
-            let result = backend.record(&event, producer).and_then(|()| backend.wait(consumer, &event));
-            pool.give(event);
-            result.map(|()| Action::Waited)
+            let from = backend.locate(producer)?;
+            let to = backend.locate(consumer)?;
+            order(backend, pool, from, to)
         }
     }
 }
+
+/// Where one stream's pending work is recorded: the located stream, and for the
+/// per-thread default stream the thread whose stream it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Key<C> {
+    at: Located<C>,
+    thread: Option<ThreadId>,
+}
+
+struct Pending<E> {
+    event: E,
+    /// The capture sequence the stream was in when the work was recorded.
+    captured: Option<u64>,
+}
+
+/// Each stream's pending work, in the order the streams were first recorded.
+type WorkList<B> = Vec<(Key<<B as Backend>::Context>, Pending<<B as Backend>::Event>)>;
 
 /// A producer's record of which streams have pending work on a buffer: one event per
 /// stream that has used it (not only the last, as cudarc keeps).
@@ -231,31 +366,34 @@ pub fn import<B: Backend>(
 /// work.record(s(9))?;
 /// assert_eq!(work.export_on(s(3))?, s(3)); // stream 3 now waits on 7 and 9
 /// assert_eq!(work.backend().ops().iter().filter(|op| matches!(op, Op::Wait { .. })).count(), 2);
-/// # Ok::<(), cai_core::sync::DriverError>(())
+/// # Ok::<(), cai_core::DriverError>(())
 /// ```
 pub struct PendingWork<B: Backend> {
     backend: B,
-    events: Mutex<HashMap<Stream, B::Event>>,
+    work: Mutex<WorkList<B>>,
 }
 
 impl<B: Backend + fmt::Debug> fmt::Debug for PendingWork<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut streams: Vec<Stream> =
-            self.events.lock().unwrap_or_else(PoisonError::into_inner).keys().copied().collect();
-        streams.sort_by_key(|s| s.to_raw());
-        f.debug_struct("PendingWork").field("backend", &self.backend).field("streams", &streams).finish()
+        f.debug_struct("PendingWork").field("backend", &self.backend).field("streams", &self.streams()).finish()
     }
 }
 
 impl<B: Backend> PendingWork<B> {
     /// No pending work yet.
     pub fn new(backend: B) -> Self {
-        PendingWork { backend, events: Mutex::new(HashMap::new()) }
+        PendingWork { backend, work: Mutex::new(Vec::new()) }
     }
 
     /// The backend.
     pub fn backend(&self) -> &B {
         &self.backend
+    }
+
+    fn key(&self, stream: Stream) -> Result<Key<B::Context>, DriverError> {
+        let at = self.backend.locate(stream)?;
+        let thread = (stream == Stream::PerThreadDefault).then(|| std::thread::current().id());
+        Ok(Key { at, thread })
     }
 
     /// Notes that work touching the buffer was enqueued on `stream`: (re-)records that
@@ -264,13 +402,21 @@ impl<B: Backend> PendingWork<B> {
         if stream.is_none() {
             return Err(DriverError::Invalid("work cannot be recorded on stream None".into()));
         }
-        let mut events = self.events.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(event) = events.get(&stream) {
-            return self.backend.record(event, stream);
+        let key = self.key(stream)?;
+        let captured = match self.backend.capture(key.at)? {
+            Capture::Idle => None,
+            Capture::Active(id) => Some(id),
+            Capture::Implicit => return Err(implicit_error(stream)),
+        };
+        let mut work = self.work.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, pending)) = work.iter_mut().find(|(k, _)| *k == key) {
+            self.backend.record(&pending.event, key.at)?;
+            pending.captured = captured;
+            return Ok(());
         }
-        let event = self.backend.create_event()?;
-        self.backend.record(&event, stream)?;
-        events.insert(stream, event);
+        let event = self.backend.create_event(key.at.context)?;
+        self.backend.record(&event, key.at)?;
+        work.push((key, Pending { event, captured }));
         Ok(())
     }
 
@@ -281,31 +427,42 @@ impl<B: Backend> PendingWork<B> {
         if target.is_none() {
             return Ok(Stream::None);
         }
-        let events = self.events.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut others: Vec<(&Stream, &B::Event)> = events.iter().filter(|(s, _)| **s != target).collect();
-        others.sort_by_key(|(s, _)| s.to_raw());
-        for (_, event) in others {
-            self.backend.wait(target, event)?;
+        let key = self.key(target)?;
+        let work = self.work.lock().unwrap_or_else(PoisonError::into_inner);
+        let others: Vec<&Pending<B::Event>> = work.iter().filter(|(k, _)| *k != key).map(|(_, p)| p).collect();
+        if others.is_empty() {
+            return Ok(target);
+        }
+        let capture = self.backend.capture(key.at)?;
+        for pending in others {
+            match (pending.captured, capture) {
+                (_, Capture::Implicit) => return Err(implicit_error(target)),
+                (Some(a), Capture::Active(b)) if a == b => self.backend.wait(key.at, &pending.event)?,
+                // Work captured into a graph runs when the graph is launched, which the
+                // launcher orders; nothing of it is pending here.
+                (Some(_), _) => {}
+                (None, Capture::Active(_)) => self.backend.wait_host(&pending.event)?,
+                (None, Capture::Idle) => self.backend.wait(key.at, &pending.event)?,
+            }
         }
         Ok(target)
     }
 
-    /// The streams with recorded work, in increasing handle order.
+    /// The streams with recorded work, in the order they were first recorded.
     pub fn streams(&self) -> Vec<Stream> {
-        let mut streams: Vec<Stream> =
-            self.events.lock().unwrap_or_else(PoisonError::into_inner).keys().copied().collect();
-        streams.sort_by_key(|s| s.to_raw());
-        streams
+        self.work.lock().unwrap_or_else(PoisonError::into_inner).iter().map(|(k, _)| k.at.stream).collect()
     }
 }
 
 /// One operation a [`Recorder`] saw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Op {
-    /// `create_event` made event `event`.
+    /// `create_event` made event `event` in `context`.
     Create {
         /// The event's number.
         event: u32,
+        /// The context it belongs to.
+        context: u32,
     },
     /// `record(event, stream)`.
     Record {
@@ -326,14 +483,34 @@ pub enum Op {
         /// The stream.
         stream: Stream,
     },
+    /// `wait_host(event)`.
+    WaitHost {
+        /// The event's number.
+        event: u32,
+    },
+}
+
+/// An event of the [`Recorder`]: its number and its context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RecordedEvent {
+    /// The number, from 0 in creation order.
+    pub id: u32,
+    /// The context it was created in.
+    pub context: u32,
 }
 
 /// A backend that performs nothing and writes every operation down, numbering events
-/// from 0 in creation order.
+/// from 0 in creation order. Contexts are numbers: handles belong to context 0 unless
+/// [`set_context`](Recorder::set_context) says otherwise, and the default streams resolve
+/// in the [current](Recorder::set_current) context (0 at first). Recording an event on a
+/// stream of another context is an error, as it is for the driver.
 #[derive(Debug, Default)]
 pub struct Recorder {
     ops: Mutex<Vec<Op>>,
     events: Mutex<u32>,
+    current: Mutex<u32>,
+    contexts: Mutex<HashMap<usize, u32>>,
+    captures: Mutex<HashMap<Located<u32>, Capture>>,
 }
 
 impl Recorder {
@@ -345,6 +522,22 @@ impl Recorder {
     /// Forgets the operations so far (event numbering goes on).
     pub fn clear(&self) {
         self.ops.lock().unwrap_or_else(PoisonError::into_inner).clear();
+    }
+
+    /// Makes `context` the one the default streams resolve in, as making a context
+    /// current on the calling thread does.
+    pub fn set_current(&self, context: u32) {
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = context;
+    }
+
+    /// Places the stream handle `handle` in `context`.
+    pub fn set_context(&self, handle: usize, context: u32) {
+        self.contexts.lock().unwrap_or_else(PoisonError::into_inner).insert(handle, context);
+    }
+
+    /// Sets what [`capture`](Backend::capture) answers for `stream` located in `context`.
+    pub fn set_capture(&self, stream: Stream, context: u32, capture: Capture) {
+        self.captures.lock().unwrap_or_else(PoisonError::into_inner).insert(Located { stream, context }, capture);
     }
 
     fn push(&self, op: Op) {
@@ -361,48 +554,85 @@ fn not_none(stream: Stream, what: &str) -> Result<(), DriverError> {
 }
 
 impl Backend for Recorder {
-    type Event = u32;
+    type Event = RecordedEvent;
+    type Context = u32;
 
-    fn create_event(&self) -> Result<u32, DriverError> {
+    fn locate(&self, stream: Stream) -> Result<Located<u32>, DriverError> {
+        not_none(stream, "locate")?;
+        let context = match stream {
+            Stream::Handle(h) => {
+                self.contexts.lock().unwrap_or_else(PoisonError::into_inner).get(&h.get()).copied().unwrap_or(0)
+            }
+            _ => *self.current.lock().unwrap_or_else(PoisonError::into_inner),
+        };
+        Ok(Located { stream, context })
+    }
+
+    fn capture(&self, stream: Located<u32>) -> Result<Capture, DriverError> {
+        Ok(self.captures.lock().unwrap_or_else(PoisonError::into_inner).get(&stream).copied().unwrap_or(Capture::Idle))
+    }
+
+    fn create_event(&self, context: u32) -> Result<RecordedEvent, DriverError> {
         let mut next = self.events.lock().unwrap_or_else(PoisonError::into_inner);
-        let event = *next;
+        let event = RecordedEvent { id: *next, context };
         *next += 1;
-        self.push(Op::Create { event });
+        self.push(Op::Create { event: event.id, context });
         Ok(event)
     }
 
-    fn record(&self, event: &u32, stream: Stream) -> Result<(), DriverError> {
-        not_none(stream, "record")?;
-        self.push(Op::Record { event: *event, stream });
+    fn record(&self, event: &RecordedEvent, stream: Located<u32>) -> Result<(), DriverError> {
+        not_none(stream.stream, "record")?;
+        if event.context != stream.context {
+            return Err(DriverError::Invalid(format!(
+                "event {} of context {} recorded on stream {} of context {}",
+                event.id, event.context, stream.stream, stream.context
+            )));
+        }
+        self.push(Op::Record { event: event.id, stream: stream.stream });
         Ok(())
     }
 
-    fn wait(&self, stream: Stream, event: &u32) -> Result<(), DriverError> {
-        not_none(stream, "wait")?;
-        self.push(Op::Wait { stream, event: *event });
+    fn wait(&self, stream: Located<u32>, event: &RecordedEvent) -> Result<(), DriverError> {
+        not_none(stream.stream, "wait")?;
+        self.push(Op::Wait { stream: stream.stream, event: event.id });
         Ok(())
     }
 
-    fn synchronize(&self, stream: Stream) -> Result<(), DriverError> {
-        not_none(stream, "synchronize")?;
-        self.push(Op::Synchronize { stream });
+    fn synchronize(&self, stream: Located<u32>) -> Result<(), DriverError> {
+        not_none(stream.stream, "synchronize")?;
+        self.push(Op::Synchronize { stream: stream.stream });
+        Ok(())
+    }
+
+    fn wait_host(&self, event: &RecordedEvent) -> Result<(), DriverError> {
+        self.push(Op::WaitHost { event: event.id });
         Ok(())
     }
 }
 
 impl<B: Backend + ?Sized> Backend for &B {
     type Event = B::Event;
-    fn create_event(&self) -> Result<Self::Event, DriverError> {
-        (**self).create_event()
+    type Context = B::Context;
+    fn locate(&self, stream: Stream) -> Result<Located<B::Context>, DriverError> {
+        (**self).locate(stream)
     }
-    fn record(&self, event: &Self::Event, stream: Stream) -> Result<(), DriverError> {
+    fn capture(&self, stream: Located<B::Context>) -> Result<Capture, DriverError> {
+        (**self).capture(stream)
+    }
+    fn create_event(&self, context: B::Context) -> Result<Self::Event, DriverError> {
+        (**self).create_event(context)
+    }
+    fn record(&self, event: &Self::Event, stream: Located<B::Context>) -> Result<(), DriverError> {
         (**self).record(event, stream)
     }
-    fn wait(&self, stream: Stream, event: &Self::Event) -> Result<(), DriverError> {
+    fn wait(&self, stream: Located<B::Context>, event: &Self::Event) -> Result<(), DriverError> {
         (**self).wait(stream, event)
     }
-    fn synchronize(&self, stream: Stream) -> Result<(), DriverError> {
+    fn synchronize(&self, stream: Located<B::Context>) -> Result<(), DriverError> {
         (**self).synchronize(stream)
+    }
+    fn wait_host(&self, event: &Self::Event) -> Result<(), DriverError> {
+        (**self).wait_host(event)
     }
 }
 
@@ -413,6 +643,10 @@ mod tests {
 
     fn s(n: usize) -> Stream {
         Stream::Handle(StreamHandle::new(n).unwrap())
+    }
+
+    fn create(event: u32) -> Op {
+        Op::Create { event, context: 0 }
     }
 
     #[test]
@@ -442,9 +676,9 @@ mod tests {
         assert_eq!(
             work.backend().ops(),
             [
-                Op::Create { event: 0 },
+                create(0),
                 Op::Record { event: 0, stream: s(7) },
-                Op::Create { event: 1 },
+                create(1),
                 Op::Record { event: 1, stream: s(9) },
                 Op::Record { event: 0, stream: s(7) },
             ]
@@ -483,6 +717,59 @@ mod tests {
     }
 
     #[test]
+    fn per_thread_default_streams_of_two_threads_are_two_streams() {
+        let work = PendingWork::new(Recorder::default());
+        work.record(Stream::PerThreadDefault).unwrap();
+        std::thread::scope(|scope| {
+            scope.spawn(|| work.record(Stream::PerThreadDefault).unwrap());
+        });
+        assert_eq!(work.streams(), [Stream::PerThreadDefault, Stream::PerThreadDefault], "one entry per thread");
+        work.backend().clear();
+        // This thread's per-thread stream waits on the other thread's, not on itself.
+        work.export_on(Stream::PerThreadDefault).unwrap();
+        assert_eq!(work.backend().ops(), [Op::Wait { stream: Stream::PerThreadDefault, event: 1 }]);
+    }
+
+    #[test]
+    fn the_same_marker_in_two_contexts_is_two_streams() {
+        let r = Recorder::default();
+        let pool = EventPool::new();
+        // Stream 1 resolved on device 0, then stream 1 resolved on device 1: different streams.
+        let on0 = r.locate(Stream::LegacyDefault).unwrap();
+        r.set_current(1);
+        let on1 = r.locate(Stream::LegacyDefault).unwrap();
+        assert_ne!(on0, on1);
+        assert_eq!(order(&r, &pool, on0, on1).unwrap(), Action::Waited);
+        // The event was made in the producer's context and recorded there.
+        assert_eq!(
+            r.ops(),
+            [
+                Op::Create { event: 0, context: 0 },
+                Op::Record { event: 0, stream: Stream::LegacyDefault },
+                Op::Wait { stream: Stream::LegacyDefault, event: 0 },
+            ]
+        );
+        assert_eq!(order(&r, &pool, on1, on1).unwrap(), Action::SameStream);
+    }
+
+    #[test]
+    fn events_are_recorded_in_the_producer_streams_context() {
+        let r = Recorder::default();
+        r.set_context(7, 3);
+        r.set_context(9, 5);
+        let pool = EventPool::new();
+        assert_eq!(import(&r, &pool, s(7), s(9), SyncPolicy::Wait).unwrap(), Action::Waited);
+        assert_eq!(import(&r, &pool, s(9), s(7), SyncPolicy::Wait).unwrap(), Action::Waited);
+        assert_eq!(import(&r, &pool, s(7), s(9), SyncPolicy::Wait).unwrap(), Action::Waited);
+        let creates: Vec<Op> = r.ops().into_iter().filter(|op| matches!(op, Op::Create { .. })).collect();
+        assert_eq!(creates, [Op::Create { event: 0, context: 3 }, Op::Create { event: 1, context: 5 }]);
+        assert_eq!(pool.len(), 2, "one pooled event per context, reused");
+        // A backend mistake would show: an event recorded on another context's stream fails.
+        let stray = r.create_event(5).unwrap();
+        assert!(r.record(&stray, r.locate(s(7)).unwrap()).is_err());
+    }
+
+    #[test]
     fn import_with_stream_none_does_nothing_under_every_policy() {
         let r = Recorder::default();
         let pool = EventPool::new();
@@ -499,11 +786,7 @@ mod tests {
         assert_eq!(import(&r, &pool, s(7), Stream::LegacyDefault, SyncPolicy::Wait).unwrap(), Action::Waited);
         assert_eq!(
             r.ops(),
-            [
-                Op::Create { event: 0 },
-                Op::Record { event: 0, stream: s(7) },
-                Op::Wait { stream: Stream::LegacyDefault, event: 0 },
-            ]
+            [create(0), Op::Record { event: 0, stream: s(7) }, Op::Wait { stream: Stream::LegacyDefault, event: 0 },]
         );
         // Steady state: the pooled event is reused, nothing is created.
         r.clear();
@@ -547,6 +830,87 @@ mod tests {
     }
 
     #[test]
+    fn a_capturing_consumer_gets_a_host_wait_not_a_cross_capture_event_wait() {
+        let r = Recorder::default();
+        let pool = EventPool::new();
+        r.set_capture(s(9), 0, Capture::Active(4));
+        assert_eq!(import(&r, &pool, s(7), s(9), SyncPolicy::Wait).unwrap(), Action::WaitedForCapture);
+        assert_eq!(r.ops(), [create(0), Op::Record { event: 0, stream: s(7) }, Op::WaitHost { event: 0 }]);
+    }
+
+    #[test]
+    fn a_capturing_producer_orders_only_streams_of_its_own_capture() {
+        let r = Recorder::default();
+        let pool = EventPool::new();
+        r.set_capture(s(7), 0, Capture::Active(4));
+        r.set_capture(s(9), 0, Capture::Active(4));
+        r.set_capture(s(11), 0, Capture::Active(5));
+        // Same capture: an event dependency inside the graph.
+        assert_eq!(import(&r, &pool, s(7), s(9), SyncPolicy::Wait).unwrap(), Action::Waited);
+        // The capturing stream itself.
+        assert_eq!(import(&r, &pool, s(7), s(7), SyncPolicy::Wait).unwrap(), Action::SameStream);
+        r.clear();
+        for consumer in [s(11), s(13), Stream::LegacyDefault] {
+            let e = import(&r, &pool, s(7), consumer, SyncPolicy::Wait).unwrap_err();
+            assert!(matches!(e, DriverError::Capture(_)), "{e}");
+            assert!(
+                e.to_string().starts_with("stream 7: the producer's stream is capturing a CUDA graph (capture 4)"),
+                "{e}"
+            );
+        }
+        let e = import(&r, &pool, s(7), s(9), SyncPolicy::Synchronize).unwrap_err();
+        assert!(e.to_string().contains("cannot be synchronized"), "{e}");
+        assert!(r.ops().is_empty(), "nothing touched a capturing stream: {:?}", r.ops());
+    }
+
+    #[test]
+    fn the_legacy_stream_is_not_touched_while_a_blocking_capture_forbids_it() {
+        let r = Recorder::default();
+        let pool = EventPool::new();
+        r.set_capture(Stream::LegacyDefault, 0, Capture::Implicit);
+        for (producer, consumer) in [(s(7), Stream::LegacyDefault), (Stream::LegacyDefault, s(7))] {
+            let e = import(&r, &pool, producer, consumer, SyncPolicy::Wait).unwrap_err();
+            assert!(e.to_string().contains("the legacy default stream cannot be used while a blocking stream"), "{e}");
+        }
+        assert!(import(&r, &pool, Stream::LegacyDefault, s(7), SyncPolicy::Synchronize).is_err());
+        let work = PendingWork::new(&r);
+        assert!(work.record(Stream::LegacyDefault).is_err());
+        assert!(r.ops().is_empty(), "{:?}", r.ops());
+    }
+
+    #[test]
+    fn exports_under_capture() {
+        let r = Recorder::default();
+        let work = PendingWork::new(&r);
+        work.record(s(7)).unwrap(); // outside any capture: event 0
+        r.set_capture(s(9), 0, Capture::Active(4));
+        work.record(s(9)).unwrap(); // inside capture 4: event 1
+        r.clear();
+        // An export on a stream of capture 4: a graph dependency on 9, a host wait for 7.
+        r.set_capture(s(3), 0, Capture::Active(4));
+        work.export_on(s(3)).unwrap();
+        assert_eq!(r.ops(), [Op::WaitHost { event: 0 }, Op::Wait { stream: s(3), event: 1 }]);
+        // An export outside the capture does not wait on the captured work.
+        r.clear();
+        work.export_on(s(5)).unwrap();
+        assert_eq!(r.ops(), [Op::Wait { stream: s(5), event: 0 }]);
+    }
+
+    #[test]
+    fn settle_waits_on_the_host_for_an_event_and_never_for_a_capturing_stream() {
+        let r = Recorder::default();
+        let pool = EventPool::new();
+        let at = r.locate(s(7)).unwrap();
+        assert_eq!(settle(&r, &pool, at).unwrap(), Action::Synchronized);
+        assert_eq!(r.ops(), [create(0), Op::Record { event: 0, stream: s(7) }, Op::WaitHost { event: 0 }]);
+        r.clear();
+        r.set_capture(s(7), 0, Capture::Active(2));
+        let e = settle(&r, &pool, at).unwrap_err();
+        assert!(e.to_string().contains("the host cannot wait for it"), "{e}");
+        assert!(r.ops().is_empty());
+    }
+
+    #[test]
     fn policy_names() {
         for (text, policy) in [
             ("wait", SyncPolicy::Wait),
@@ -559,7 +923,7 @@ mod tests {
             assert_eq!(SyncPolicy::parse(text), Ok(policy));
         }
         let e = SyncPolicy::parse("later").unwrap_err();
-        assert!(e.starts_with("CAI_IMPORT_SYNC: 'later' is not a sync policy"), "{e}");
+        assert!(e.starts_with("'later' is not a sync policy"), "{e}");
         assert_eq!(SyncPolicy::parse(SyncPolicy::Synchronize.name()), Ok(SyncPolicy::Synchronize));
     }
 
@@ -567,16 +931,26 @@ mod tests {
     struct Failing;
     impl Backend for Failing {
         type Event = ();
-        fn create_event(&self) -> Result<(), DriverError> {
+        type Context = ();
+        fn locate(&self, stream: Stream) -> Result<Located<()>, DriverError> {
+            Ok(Located { stream, context: () })
+        }
+        fn capture(&self, _: Located<()>) -> Result<Capture, DriverError> {
+            Ok(Capture::Idle)
+        }
+        fn create_event(&self, _: ()) -> Result<(), DriverError> {
             Ok(())
         }
-        fn record(&self, _: &(), _: Stream) -> Result<(), DriverError> {
+        fn record(&self, _: &(), _: Located<()>) -> Result<(), DriverError> {
             Err(DriverError::NotFound)
         }
-        fn wait(&self, _: Stream, _: &()) -> Result<(), DriverError> {
+        fn wait(&self, _: Located<()>, _: &()) -> Result<(), DriverError> {
             Err(DriverError::NotFound)
         }
-        fn synchronize(&self, _: Stream) -> Result<(), DriverError> {
+        fn synchronize(&self, _: Located<()>) -> Result<(), DriverError> {
+            Err(DriverError::NotFound)
+        }
+        fn wait_host(&self, _: &()) -> Result<(), DriverError> {
             Err(DriverError::NotFound)
         }
     }

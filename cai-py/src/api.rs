@@ -8,7 +8,7 @@ use pyo3::types::{PyBool, PyDict, PyString};
 use crate::config::{self, Config};
 use crate::error::{received, Problem};
 use crate::parse::{no_interface, Interface, Parsed, Reader};
-use crate::sync::{consume, ImportOptions};
+use crate::sync::{consume, Caller, ImportOptions};
 use crate::view::{Core, CudaArray, HostArray};
 
 fn strict(result: PyResult<Option<Parsed>>) -> PyResult<Parsed> {
@@ -62,16 +62,15 @@ fn import_options(
     let config = config::get(py)?;
     let policy = match (sync, policy) {
         (false, _) => SyncPolicy::Ignore,
-        (true, Some(p)) => {
-            SyncPolicy::parse(p).map_err(|e| Problem::value_error(e.replacen(SyncPolicy::ENV, "policy", 1)))?
-        }
+        (true, Some(p)) => SyncPolicy::parse(p).map_err(|e| Problem::value_error(format!("policy: {e}")))?,
         (true, None) => config.import_sync,
     };
     Ok(ImportOptions {
         policy,
-        consumer: consumer_stream(stream)?,
+        consumer: Some(consumer_stream(stream)?),
         check_pointers: check_pointers.unwrap_or(config.check_pointers),
         allow_other_device,
+        caller: Caller::Function,
     })
 }
 
@@ -202,8 +201,7 @@ pub fn configure<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let mut c = config::get(py)?;
     if let Some(v) = import_sync {
-        c.import_sync =
-            SyncPolicy::parse(v).map_err(|e| Problem::value_error(e.replacen(SyncPolicy::ENV, "import_sync", 1)))?;
+        c.import_sync = SyncPolicy::parse(v).map_err(|e| Problem::value_error(format!("import_sync: {e}")))?;
     }
     if let Some(v) = check_pointers {
         c.check_pointers = v;
@@ -235,14 +233,13 @@ pub fn pointer_attributes<'py>(py: Python<'py>, ptr: usize) -> PyResult<Bound<'p
 #[cfg(feature = "driver")]
 fn pointer_attributes_impl<'py>(py: Python<'py>, ptr: usize) -> PyResult<Bound<'py, PyDict>> {
     use cai_core::cuda;
-    if !cuda::driver_present() {
-        return Err(crate::error::driver_error(
-            py,
-            format!("data: cannot query pointer 0x{ptr:x}: {}", cuda::DriverError::NotFound),
-        ));
-    }
-    let info = cuda::pointer_info(ptr).map_err(|e| {
-        Problem::value_error(format!("data: pointer 0x{ptr:x} is not memory the CUDA driver knows ({e})"))
+    let driver =
+        |e: cai_core::DriverError| crate::error::driver_error(py, format!("data: cannot query pointer 0x{ptr:x}: {e}"));
+    cuda::driver_status().map_err(driver)?;
+    let info = cuda::pointer_info(ptr).map_err(driver)?.ok_or_else(|| {
+        Problem::value_error(format!(
+            "data: pointer 0x{ptr:x} is not memory the CUDA driver knows (neither device, managed nor pinned host memory)"
+        ))
     })?;
     let d = PyDict::new(py);
     d.set_item("device", info.device)?;
@@ -255,6 +252,6 @@ fn pointer_attributes_impl<'py>(py: Python<'py>, ptr: usize) -> PyResult<Bound<'
 fn pointer_attributes_impl<'py>(py: Python<'py>, ptr: usize) -> PyResult<Bound<'py, PyDict>> {
     Err(crate::error::driver_error(
         py,
-        format!("data: cannot query pointer 0x{ptr:x}: {}", cai_core::sync::DriverError::Unsupported),
+        format!("data: cannot query pointer 0x{ptr:x}: {}", cai_core::DriverError::Unsupported),
     ))
 }

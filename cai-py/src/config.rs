@@ -193,7 +193,7 @@ pub(crate) fn parse_export_version(name: &str, value: &str) -> Result<u32, Probl
 
 fn from_env() -> Result<Config, Problem> {
     let import_sync = match env(SyncPolicy::ENV)? {
-        Some(v) => SyncPolicy::parse(&v).map_err(Problem::value_error)?,
+        Some(v) => SyncPolicy::parse(&v).map_err(|e| Problem::value_error(format!("{}: {e}", SyncPolicy::ENV)))?,
         None => SyncPolicy::Wait,
     };
     let check_pointers = match env("CAI_CHECK_POINTERS")? {

@@ -4,9 +4,10 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use cai_core::cuda::DriverError;
-use cai_core::{Element, Stream};
-use cudarc::driver::{sys, CudaContext, CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop};
+use cai_core::cuda::{self, event_pool, DriverBackend, KeepCurrent};
+use cai_core::sync::{order, Backend, Capture, Located};
+use cai_core::{DriverError, Element, Stream};
+use cudarc::driver::{result, sys, CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop};
 use pyo3::prelude::*;
 
 use crate::extract::{Access, ReadOnly, ReadWrite};
@@ -18,15 +19,25 @@ use crate::extract::{Access, ReadOnly, ReadWrite};
 /// producer gave none).
 ///
 /// Work queued on that stream is ordered after the producer's. Asked for its pointer on
-/// another stream, the view makes that stream wait for the producer's and synchronizes it
-/// when the returned guard drops, so the producer never sees a half-done write.
+/// another stream, the view makes that stream wait for the producer's (an event, or a
+/// host wait when that stream is capturing a graph) and synchronizes it when the returned
+/// guard drops, so the producer never sees a half-done write. A failure there is recorded
+/// in the cudarc context and reported by its next checked call, as cudarc does.
+///
+/// A producer on the per-thread default stream (2) names a different stream on every
+/// thread, so the view never carries the marker: it works on a stream of its own, which
+/// waits for the per-thread stream of the creating thread and is synchronized when the
+/// view drops. The view may then move to another thread.
 ///
 /// It covers the `len` elements from the array's pointer, so use it for C-contiguous
-/// arrays (see `PyCudaArray::cudarc_view`).
+/// arrays (see `PyCudaArray::cudarc_view`). cudarc's own calls bind the context to the
+/// thread; cai's calls here leave the caller's current context as it was.
 pub struct CudaForeign<T, A: Access = ReadOnly> {
     ptr: sys::CUdeviceptr,
     len: usize,
     stream: Arc<CudaStream>,
+    /// Whether `stream` is the view's own (the producer was on the per-thread stream).
+    own_stream: bool,
     owner: Py<PyAny>,
     _elem: PhantomData<(*const T, A)>,
 }
@@ -37,16 +48,25 @@ impl<T, A: Access> std::fmt::Debug for CudaForeign<T, A> {
             .field("ptr", &format_args!("0x{:x}", self.ptr))
             .field("len", &self.len)
             .field("stream", &self.stream.cu_stream())
+            .field("own_stream", &self.own_stream)
             .field("writable", &A::WRITABLE)
             .finish_non_exhaustive()
     }
 }
 
-// SAFETY: the view is a device address, a length, a stream handle and a Python reference
-// (`Py` is Send and Sync); nothing in it is tied to the creating thread.
+// SAFETY: the view is a device address, a length, a stream handle that is valid on every
+// thread (never the per-thread marker 2) and a Python reference (`Py` is Send and Sync).
 unsafe impl<T, A: Access> Send for CudaForeign<T, A> {}
 // SAFETY: as above; shared access only reads these fields.
 unsafe impl<T, A: Access> Sync for CudaForeign<T, A> {}
+
+fn located(stream: &CudaStream) -> Located<usize> {
+    let stream_value = match stream.cu_stream() as usize {
+        0 => Stream::LegacyDefault,
+        raw => Stream::from_raw(Some(raw)).unwrap_or(Stream::LegacyDefault),
+    };
+    Located { stream: stream_value, context: stream.context().cu_ctx() as usize }
+}
 
 impl<T: Element, A: Access> CudaForeign<T, A> {
     /// A view of `len` elements at `ptr` on `device`, ordered on `stream`, kept alive by `owner`.
@@ -57,17 +77,25 @@ impl<T: Element, A: Access> CudaForeign<T, A> {
         stream: Stream,
         owner: Py<PyAny>,
     ) -> Result<CudaForeign<T, A>, DriverError> {
-        if !cai_core::cuda::driver_present() {
-            return Err(DriverError::NotFound);
-        }
-        let ordinal = usize::try_from(device).map_err(|_| DriverError::Invalid(format!("device {device}")))?;
-        let ctx =
-            CudaContext::new(ordinal).map_err(|e| DriverError::Invalid(format!("cuDevicePrimaryCtxRetain: {e:?}")))?;
-        let handle = stream.to_raw().unwrap_or(1) as sys::CUstream;
-        // SAFETY: the handle is the producer's stream (or CU_STREAM_LEGACY), which the
-        // producer keeps alive as long as `owner`, held by this view.
-        let stream = unsafe { ctx.wrap_borrowed_stream(handle) };
-        Ok(CudaForeign { ptr: ptr as sys::CUdeviceptr, len, stream, owner, _elem: PhantomData })
+        cuda::driver_status()?;
+        let ctx = cuda::cudarc_context(device)?;
+        let _keep = KeepCurrent::new();
+        let (stream, own_stream) = match stream {
+            Stream::PerThreadDefault => {
+                let own = ctx.new_stream().map_err(|e| DriverError::Invalid(format!("cuStreamCreate: {e}")))?;
+                let backend = DriverBackend::of_context(&ctx)?;
+                let from = Located { stream: Stream::PerThreadDefault, context: ctx.cu_ctx() as usize };
+                order(&backend, event_pool(), from, located(&own))?;
+                (own, true)
+            }
+            other => {
+                let handle = other.to_raw().unwrap_or(1) as sys::CUstream;
+                // SAFETY: the handle is the producer's stream (or CU_STREAM_LEGACY), which
+                // the producer keeps alive as long as `owner`, held by this view.
+                (unsafe { ctx.wrap_borrowed_stream(handle) }, false)
+            }
+        };
+        Ok(CudaForeign { ptr: ptr as sys::CUdeviceptr, len, stream, own_stream, owner, _elem: PhantomData })
     }
 
     /// The Python object whose memory this is.
@@ -76,13 +104,40 @@ impl<T: Element, A: Access> CudaForeign<T, A> {
     }
 
     fn ordered_on<'a>(&'a self, stream: &'a CudaStream) -> SyncOnDrop<'a> {
-        if stream.cu_stream() == self.stream.cu_stream() {
+        let (from, to) = (located(&self.stream), located(stream));
+        if from == to {
             return SyncOnDrop::Sync(None);
         }
-        // A failure to order is recorded by cudarc in the context and reported by its next
-        // checked call; the guard still synchronizes `stream` after the caller's work.
-        let _ = stream.join(&self.stream);
-        SyncOnDrop::sync_stream(stream)
+        let _keep = KeepCurrent::new();
+        let Ok(backend) = DriverBackend::of_context(self.stream.context()) else {
+            return SyncOnDrop::Sync(None);
+        };
+        match order(&backend, event_pool(), from, to) {
+            Ok(_) => {}
+            Err(DriverError::Capture(_)) => {
+                let isolation = sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+                stream.context().record_err::<()>(Err(result::DriverError(isolation)));
+                return SyncOnDrop::Sync(None);
+            }
+            // The event could not be recorded or waited on: wait on the host instead.
+            Err(_) => self.stream.context().record_err(self.stream.synchronize()),
+        }
+        // A capturing stream cannot be synchronized: its work runs when the graph is
+        // launched, which the launcher orders.
+        match backend.capture(to) {
+            Ok(Capture::Idle) => SyncOnDrop::sync_stream(stream),
+            _ => SyncOnDrop::Sync(None),
+        }
+    }
+}
+
+impl<T, A: Access> Drop for CudaForeign<T, A> {
+    fn drop(&mut self) {
+        if self.own_stream {
+            // The producer goes on with its per-thread stream: finish the view's work first.
+            let _keep = KeepCurrent::new();
+            self.stream.context().record_err(self.stream.synchronize());
+        }
     }
 }
 

@@ -1,18 +1,20 @@
 //! Typed device-array arguments for `#[pyfunction]`s.
 
+use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Mutex;
 
+use cai_core::sync::SyncPolicy;
 use cai_core::{Descriptor, Element, Extent, Stream};
 use pyo3::prelude::*;
 use pyo3::Borrowed;
 
 use crate::error::{py_tuple, received, Problem};
 use crate::parse::{Interface, Reader};
-use crate::sync::{consume, ImportOptions};
+use crate::sync::{consume, order_deferred, Caller, ConsumerStream, ImportOptions};
 
-mod sealed {
+pub(crate) mod sealed {
     pub trait Sealed {}
 }
 
@@ -98,9 +100,28 @@ impl Access for ReadWrite {
 /// element type (the typestr must be `T`'s, in native byte order), the number of
 /// dimensions, that strides are whole elements and, for [`ReadWrite`], that the array is
 /// writable. As `cai.as_cuda_array` does with its defaults, the pointer is checked with the
-/// driver and work on the legacy default stream is ordered after the producer's stream
-/// (`CAI_IMPORT_SYNC`, `CAI_CHECK_POINTERS` apply); an integer stream needs the CUDA
-/// driver. The argument holds the Python object, so the memory stays valid for the call.
+/// driver (`CAI_CHECK_POINTERS` applies). The argument holds the Python object, so the
+/// memory stays valid for the call.
+///
+/// # Streams
+///
+/// The producer may still have work pending on its stream. Which stream the function
+/// launches on is the function's to say, so ordering happens when the pointer is taken,
+/// and is correct on any stream:
+///
+/// - [`as_ptr_on`](Self::as_ptr_on) / [`as_mut_ptr_on`](Self::as_mut_ptr_on) (or
+///   [`order_on`](Self::order_on)) with the stream the work goes to (a cudarc
+///   `CudaStream`, or a [`Stream`]): that stream waits on an event of the producer's
+///   stream; the host does not block;
+/// - [`as_ptr`](Self::as_ptr) / [`as_mut_ptr`](Self::as_mut_ptr), when no stream was
+///   named: the host waits for the producer's pending work (once), so that work launched
+///   afterwards on any stream sees it;
+/// - [`cudarc_view`](Self::cudarc_view): a cudarc slice on the producer's own stream, which
+///   orders any other stream it is used on.
+///
+/// `CAI_IMPORT_SYNC` (or `cai.configure(import_sync=...)`) applies: `ignore` skips the
+/// ordering, `synchronize` makes every pointer accessor wait on the host. An integer
+/// stream needs the CUDA driver: without one, extraction raises `cai.CudaDriverError`.
 ///
 /// Two extractions of overlapping memory in one call, where either is read-write, are
 /// refused with `BufferError`, as rust-numpy does; the check covers the arrays extracted
@@ -110,9 +131,12 @@ impl Access for ReadWrite {
 /// use cai_py::{Ix2, PyCudaArrayRw};
 ///
 /// #[pyfunction]
-/// fn scale(x: PyCudaArrayRw<'_, f32, Ix2>, factor: f32) {
+/// fn scale(mut x: PyCudaArrayRw<'_, f32, Ix2>, factor: f32) -> PyResult<()> {
 ///     let [rows, cols] = x.dims();
-///     launch_scale_kernel(x.as_mut_ptr(), rows, cols, factor);
+///     let stream = my_stream(); // a cudarc stream
+///     let ptr = x.as_mut_ptr_on(&stream)?; // `stream` now waits for the producer's work
+///     launch_scale_kernel(&stream, ptr, rows, cols, factor);
+///     Ok(())
 /// }
 /// ```
 pub struct PyCudaArray<'py, T: Element, D: Dimension = IxDyn, A: Access = ReadOnly> {
@@ -121,6 +145,10 @@ pub struct PyCudaArray<'py, T: Element, D: Dimension = IxDyn, A: Access = ReadOn
     strides: Vec<isize>,
     extent: Extent,
     borrow: Option<u64>,
+    policy: SyncPolicy,
+    device: Option<i32>,
+    /// Whether the producer's work is still to be ordered before the pointer is used.
+    pending: Cell<bool>,
     _marker: PhantomData<(T, D, A)>,
 }
 
@@ -205,11 +233,13 @@ impl<'a, 'py, T: Element, D: Dimension, A: Access> FromPyObject<'a, 'py> for PyC
         let config = crate::config::get(py)?;
         let options = ImportOptions {
             policy: config.import_sync,
-            consumer: Stream::LegacyDefault,
+            consumer: None,
             check_pointers: config.check_pointers,
             allow_other_device: false,
+            caller: Caller::Extractor,
         };
-        consume(py, &parsed, &options)?;
+        let device = consume(py, &parsed, &options)?;
+        let pending = !parsed.descriptor.stream.is_none() && config.import_sync != SyncPolicy::Ignore;
         let d = &parsed.descriptor;
         let strides = d.strides().map_err(crate::error::to_py_err)?.into_owned();
         let borrow = registry::acquire(&parsed.descriptor, parsed.extent, A::WRITABLE)?;
@@ -219,6 +249,9 @@ impl<'a, 'py, T: Element, D: Dimension, A: Access> FromPyObject<'a, 'py> for PyC
             strides,
             extent: parsed.extent,
             borrow,
+            policy: config.import_sync,
+            device,
+            pending: Cell::new(pending),
             _marker: PhantomData,
         })
     }
@@ -233,14 +266,44 @@ impl<T: Element, D: Dimension, A: Access> Drop for PyCudaArray<'_, T, D, A> {
 }
 
 impl<'py, T: Element, D: Dimension, A: Access> PyCudaArray<'py, T, D, A> {
-    /// The device address of the element at index zero.
+    /// The device address of the element at index zero, for describing the array. To
+    /// launch work on it, take the pointer with [`as_ptr_on`](Self::as_ptr_on) or
+    /// [`as_ptr`](Self::as_ptr), which order the producer's pending work first.
     pub fn device_address(&self) -> usize {
         self.descriptor.data
     }
 
-    /// The element at index zero, as a pointer for kernels that only read.
-    pub fn as_ptr(&self) -> *const T {
-        self.descriptor.data as *const T
+    /// Makes `stream` wait for the producer's pending work (an event wait; the host does
+    /// not block). Work launched on `stream` afterwards sees the producer's writes; the
+    /// pointer accessors without a stream no longer wait on the host. Driver failures and
+    /// orderings that a CUDA graph capture forbids are `cai.CudaDriverError`.
+    pub fn order_on(&self, stream: &impl ConsumerStream) -> PyResult<()> {
+        order_deferred(self.object.py(), self.descriptor.stream, self.policy, self.device, Some(stream.target()))?;
+        self.pending.set(false);
+        Ok(())
+    }
+
+    /// The element at index zero, for kernels that only read and are launched on
+    /// `stream`, which is first made to wait for the producer's pending work.
+    pub fn as_ptr_on(&self, stream: &impl ConsumerStream) -> PyResult<*const T> {
+        self.order_on(stream)?;
+        Ok(self.descriptor.data as *const T)
+    }
+
+    /// The element at index zero, for kernels that only read. If the producer's pending
+    /// work has not been ordered before a stream (see [`order_on`](Self::order_on)), the
+    /// host waits for it first, so that work on any stream sees it.
+    pub fn as_ptr(&self) -> PyResult<*const T> {
+        self.settle()?;
+        Ok(self.descriptor.data as *const T)
+    }
+
+    fn settle(&self) -> PyResult<()> {
+        if self.pending.get() {
+            order_deferred(self.object.py(), self.descriptor.stream, self.policy, self.device, None)?;
+            self.pending.set(false);
+        }
+        Ok(())
     }
 
     /// The shape.
@@ -294,7 +357,7 @@ impl<'py, T: Element, D: Dimension, A: Access> PyCudaArray<'py, T, D, A> {
         self.descriptor.readonly
     }
 
-    /// The producer's stream (already synchronized when extraction returned).
+    /// The producer's stream (its pending work is ordered by the pointer accessors).
     pub fn stream(&self) -> Stream {
         self.descriptor.stream
     }
@@ -330,20 +393,40 @@ impl<T: Element, D: Dimension, A: Access> PyCudaArray<'_, T, D, A> {
             ))
             .into());
         }
-        let fail = |e: cai_core::cuda::DriverError| {
-            crate::error::driver_error(py, format!("data: cannot make a cudarc view: {e}"))
+        let fail =
+            |e: cai_core::DriverError| crate::error::driver_error(py, format!("data: cannot make a cudarc view: {e}"));
+        let device = match self.device {
+            Some(d) => d,
+            None if self.is_empty() => cai_core::cuda::stream_device(Stream::LegacyDefault).ok().flatten().unwrap_or(0),
+            None => match cai_core::cuda::pointer_info(self.device_address()).map_err(fail)? {
+                Some(info) => info.device,
+                None => {
+                    return Err(Problem::value_error(format!(
+                        "data: cannot make a cudarc view: pointer 0x{:x} is not memory the CUDA driver knows",
+                        self.device_address()
+                    ))
+                    .into())
+                }
+            },
         };
-        let device =
-            if self.is_empty() { 0 } else { cai_core::cuda::pointer_info(self.device_address()).map_err(fail)?.device };
         let owner = self.object.clone().unbind();
         crate::CudaForeign::new(self.device_address(), self.len(), device, self.descriptor.stream, owner).map_err(fail)
     }
 }
 
 impl<T: Element, D: Dimension> PyCudaArray<'_, T, D, ReadWrite> {
-    /// The element at index zero, as a pointer for kernels that write.
-    pub fn as_mut_ptr(&mut self) -> *mut T {
-        self.descriptor.data as *mut T
+    /// The element at index zero, for kernels that write and are launched on `stream`,
+    /// which is first made to wait for the producer's pending work.
+    pub fn as_mut_ptr_on(&mut self, stream: &impl ConsumerStream) -> PyResult<*mut T> {
+        self.order_on(stream)?;
+        Ok(self.descriptor.data as *mut T)
+    }
+
+    /// The element at index zero, for kernels that write; waits on the host as
+    /// [`as_ptr`](Self::as_ptr) does.
+    pub fn as_mut_ptr(&mut self) -> PyResult<*mut T> {
+        self.settle()?;
+        Ok(self.descriptor.data as *mut T)
     }
 }
 

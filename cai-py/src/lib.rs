@@ -78,6 +78,7 @@ pub use extract::{
     ReadOnly, ReadWrite,
 };
 pub use parse::Interface;
+pub use sync::ConsumerStream;
 pub use view::{CudaArray, HostArray};
 
 use pyo3::prelude::*;

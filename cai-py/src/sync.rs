@@ -1,9 +1,10 @@
 //! The consumer side of the sync engine for imports from Python: pointer checks (device,
-//! allocation) and ordering the consumer's work after the producer's.
+//! allocation, mapping) and ordering the consumer's work after the producer's.
 //!
-//! Without a CUDA driver, stream `None` imports work and skip the pointer checks (nothing
-//! on such a machine can touch device memory); an integer stream under the `wait` or
-//! `synchronize` policy is a `cai.CudaDriverError`.
+//! Without a usable CUDA driver (none, or one whose `cuInit` fails), stream `None`
+//! imports work and skip the pointer checks (nothing in this process can touch device
+//! memory); an integer stream under the `wait` or `synchronize` policy is a
+//! `cai.CudaDriverError` that names the driver's state.
 
 use cai_core::sync::SyncPolicy;
 use cai_core::Stream;
@@ -12,33 +13,118 @@ use pyo3::prelude::*;
 use crate::error::driver_error;
 use crate::parse::Parsed;
 
+/// Who imports, for the opt-outs an error message names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Caller {
+    /// `cai.as_cuda_array` and `cai.from_cuda_array_interface`: keyword arguments.
+    Function,
+    /// A typed extractor: the caller of a Rust function has no arguments to pass.
+    Extractor,
+}
+
 /// What an import asks of the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ImportOptions {
     pub(crate) policy: SyncPolicy,
-    pub(crate) consumer: Stream,
+    /// The stream the consumer works on; `None` defers ordering to the extractor's
+    /// accessors, which are told the stream (or wait on the host).
+    pub(crate) consumer: Option<Stream>,
     pub(crate) check_pointers: bool,
     pub(crate) allow_other_device: bool,
+    pub(crate) caller: Caller,
 }
 
-fn sync_failure(py: Python<'_>, stream: Stream, reason: &dyn std::fmt::Display) -> PyErr {
-    driver_error(
-        py,
-        format!(
-            "stream: cannot synchronize on stream {stream}: {reason}; pass sync=False (or set CAI_IMPORT_SYNC=ignore) \
-             to skip synchronization and order the work yourself"
-        ),
-    )
+fn sync_opt_out(caller: Caller) -> &'static str {
+    match caller {
+        Caller::Function => {
+            "pass sync=False (or set CAI_IMPORT_SYNC=ignore) to skip synchronization and order the work \
+                             yourself"
+        }
+        Caller::Extractor => {
+            "set CAI_IMPORT_SYNC=ignore, or call cai.configure(import_sync='ignore'), to skip \
+                              synchronization and order the work yourself"
+        }
+    }
 }
 
-/// Checks the imported pointer and orders the consumer's work after the producer's.
-pub(crate) fn consume(py: Python<'_>, parsed: &Parsed, options: &ImportOptions) -> PyResult<()> {
+pub(crate) fn sync_failure(py: Python<'_>, stream: Stream, reason: &dyn std::fmt::Display, caller: Caller) -> PyErr {
+    driver_error(py, format!("stream: cannot synchronize on stream {stream}: {reason}; {}", sync_opt_out(caller)))
+}
+
+/// Checks the imported pointer and, when the consumer's stream is known, orders the
+/// consumer's work after the producer's. Returns the device of the memory when the
+/// pointer was checked.
+pub(crate) fn consume(py: Python<'_>, parsed: &Parsed, options: &ImportOptions) -> PyResult<Option<i32>> {
     imp::consume(py, parsed, options)
 }
 
 /// Whether the CUDA driver can be loaded (always false without the `driver` feature).
 pub(crate) fn driver_present() -> bool {
     imp::driver_present()
+}
+
+/// A stream a Rust function works on, to order an extracted array's pending work before:
+/// a [`Stream`] value (located in the context current on the calling thread) or, with
+/// the `driver` feature, a cudarc `CudaStream` (located in its own context).
+pub trait ConsumerStream: crate::extract::sealed::Sealed {
+    #[doc(hidden)]
+    fn target(&self) -> Target;
+}
+
+/// Where deferred ordering goes.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub enum Target {
+    /// A stream value, located by the engine.
+    Stream(Stream),
+    /// A stream and its context.
+    #[cfg(feature = "driver")]
+    Located(cai_core::sync::Located<usize>),
+}
+
+impl crate::extract::sealed::Sealed for Stream {}
+impl ConsumerStream for Stream {
+    fn target(&self) -> Target {
+        Target::Stream(*self)
+    }
+}
+
+#[cfg(feature = "driver")]
+impl crate::extract::sealed::Sealed for cudarc::driver::CudaStream {}
+#[cfg(feature = "driver")]
+impl ConsumerStream for cudarc::driver::CudaStream {
+    fn target(&self) -> Target {
+        let stream = match self.cu_stream() as usize {
+            0 => Stream::LegacyDefault,
+            raw => Stream::from_raw(Some(raw)).unwrap_or(Stream::LegacyDefault),
+        };
+        Target::Located(cai_core::sync::Located { stream, context: self.context().cu_ctx() as usize })
+    }
+}
+
+#[cfg(feature = "driver")]
+impl crate::extract::sealed::Sealed for std::sync::Arc<cudarc::driver::CudaStream> {}
+#[cfg(feature = "driver")]
+impl ConsumerStream for std::sync::Arc<cudarc::driver::CudaStream> {
+    fn target(&self) -> Target {
+        (**self).target()
+    }
+}
+
+/// Orders the producer's pending work on `producer` before `target` (an event wait), or,
+/// with no target, makes the host wait for it; `policy` as configured. `device` is the
+/// memory's device when known.
+pub(crate) fn order_deferred(
+    py: Python<'_>,
+    producer: Stream,
+    policy: SyncPolicy,
+    device: Option<i32>,
+    target: Option<Target>,
+) -> PyResult<()> {
+    if producer.is_none() || policy == SyncPolicy::Ignore {
+        return Ok(());
+    }
+    imp::order_deferred(py, producer, policy, device, target)
 }
 
 #[cfg(not(feature = "driver"))]
@@ -49,21 +135,30 @@ mod imp {
         false
     }
 
-    pub(super) fn consume(py: Python<'_>, parsed: &Parsed, options: &ImportOptions) -> PyResult<()> {
+    pub(super) fn consume(py: Python<'_>, parsed: &Parsed, options: &ImportOptions) -> PyResult<Option<i32>> {
         let stream = parsed.descriptor.stream;
         if stream.is_none() || options.policy == SyncPolicy::Ignore {
-            return Ok(());
+            return Ok(None);
         }
-        Err(sync_failure(py, stream, &cai_core::sync::DriverError::Unsupported))
+        Err(sync_failure(py, stream, &cai_core::DriverError::Unsupported, options.caller))
+    }
+
+    pub(super) fn order_deferred(
+        py: Python<'_>,
+        producer: Stream,
+        _policy: SyncPolicy,
+        _device: Option<i32>,
+        _target: Option<Target>,
+    ) -> PyResult<()> {
+        Err(sync_failure(py, producer, &cai_core::DriverError::Unsupported, Caller::Extractor))
     }
 }
 
 #[cfg(feature = "driver")]
 mod imp {
-    use std::sync::{Arc, Mutex, PoisonError};
-
-    use cai_core::cuda::{self, DriverBackend};
-    use cai_core::sync::{import, EventPool};
+    use cai_core::cuda::{self, event_pool, DriverBackend};
+    use cai_core::sync::{import, order, settle, Backend};
+    use cai_core::DriverError;
 
     use super::*;
     use crate::error::Problem;
@@ -72,66 +167,101 @@ mod imp {
         cuda::driver_present()
     }
 
-    /// One event pool per device, for the life of the process.
-    fn pool(device: i32) -> Arc<EventPool<DriverBackend>> {
-        static POOLS: Mutex<Vec<(i32, Arc<EventPool<DriverBackend>>)>> = Mutex::new(Vec::new());
-        let mut pools = POOLS.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, p)) = pools.iter().find(|(d, _)| *d == device) {
-            return p.clone();
+    pub(super) fn pointer_opt_out(caller: Caller) -> &'static str {
+        match caller {
+            Caller::Function => "pass check_pointers=False (or set CAI_CHECK_POINTERS=0) to skip this check",
+            Caller::Extractor => {
+                "set CAI_CHECK_POINTERS=0, or call cai.configure(check_pointers=False), to skip this check"
+            }
         }
-        let p = Arc::new(EventPool::new());
-        pools.push((device, p.clone()));
-        p
     }
 
-    pub(super) fn consume(py: Python<'_>, parsed: &Parsed, options: &ImportOptions) -> PyResult<()> {
+    pub(super) fn consume(py: Python<'_>, parsed: &Parsed, options: &ImportOptions) -> PyResult<Option<i32>> {
         let d = &parsed.descriptor;
         let needs_sync = !d.stream.is_none() && options.policy != SyncPolicy::Ignore;
-        if !cuda::driver_present() {
+        if let Err(e) = cuda::driver_status() {
+            // Nothing in this process can touch device memory: no pointer to check.
             if needs_sync {
-                return Err(sync_failure(py, d.stream, &cuda::DriverError::NotFound));
+                return Err(sync_failure(py, d.stream, &e, options.caller));
             }
-            return Ok(());
+            return Ok(None);
         }
         let mut device = None;
         if options.check_pointers && !parsed.extent.is_empty() {
-            device = Some(check_pointer(parsed, options)?);
+            device = Some(check_pointer(py, parsed, options)?);
         }
+        let Some(consumer) = options.consumer else { return Ok(device) };
         if !needs_sync {
-            return Ok(());
+            return Ok(device);
         }
-        let device = match device {
-            Some(d) => d,
-            None => cuda::stream_device(d.stream).ok().flatten().unwrap_or(0),
-        };
-        let backend = DriverBackend::primary(device).map_err(|e| sync_failure(py, d.stream, &e))?;
-        let pool = pool(device);
-        let (producer, consumer, policy) = (d.stream, options.consumer, options.policy);
-        py.detach(|| import(&backend, &pool, producer, consumer, policy))
-            .map_err(|e| sync_failure(py, producer, &e))?;
-        Ok(())
+        let backend = backend_for(d.stream, device).map_err(|e| sync_failure(py, d.stream, &e, options.caller))?;
+        let (producer, policy) = (d.stream, options.policy);
+        py.detach(|| import(&backend, event_pool(), producer, consumer, policy))
+            .map_err(|e| sync_failure(py, producer, &e, options.caller))?;
+        Ok(device)
     }
 
-    /// The pointer's device, after checking that the array's bytes lie in its allocation
-    /// and that the device is the consumer's.
-    fn check_pointer(parsed: &Parsed, options: &ImportOptions) -> PyResult<i32> {
-        const OPT_OUT: &str = "pass check_pointers=False (or set CAI_CHECK_POINTERS=0) to skip this check";
+    /// A consumer's backend, whose default streams fall back to the memory's device (or
+    /// the producer stream's, or device 0) when no context is current on this thread.
+    fn backend_for(producer: Stream, device: Option<i32>) -> Result<DriverBackend, DriverError> {
+        let device = match device {
+            Some(d) => d,
+            None => cuda::stream_device(producer).ok().flatten().unwrap_or(0),
+        };
+        DriverBackend::primary(device)
+    }
+
+    pub(super) fn order_deferred(
+        py: Python<'_>,
+        producer: Stream,
+        policy: SyncPolicy,
+        device: Option<i32>,
+        target: Option<Target>,
+    ) -> PyResult<()> {
+        let fail = |e: &dyn std::fmt::Display| sync_failure(py, producer, e, Caller::Extractor);
+        cuda::driver_status().map_err(|e| fail(&e))?;
+        let backend = backend_for(producer, device).map_err(|e| fail(&e))?;
+        let work = || -> Result<(), DriverError> {
+            let from = backend.locate(producer)?;
+            match (policy, target) {
+                (SyncPolicy::Synchronize, _) => import(&backend, event_pool(), producer, producer, policy).map(drop),
+                (_, None) => settle(&backend, event_pool(), from).map(drop),
+                (_, Some(Target::Stream(s))) => order(&backend, event_pool(), from, backend.locate(s)?).map(drop),
+                (_, Some(Target::Located(to))) => order(&backend, event_pool(), from, to).map(drop),
+            }
+        };
+        py.detach(work).map_err(|e| fail(&e))
+    }
+
+    /// The pointer's device, after checking that the driver knows the memory, that the
+    /// array's bytes lie in its allocation and are mapped, and that the device is the
+    /// consumer's.
+    fn check_pointer(py: Python<'_>, parsed: &Parsed, options: &ImportOptions) -> PyResult<i32> {
+        let opt_out = pointer_opt_out(options.caller);
         let d = &parsed.descriptor;
-        let info = cuda::pointer_info(d.data).map_err(|e| {
+        let driver =
+            |e: DriverError| driver_error(py, format!("data: cannot check pointer 0x{:x}: {e}; {opt_out}", d.data));
+        let info = cuda::pointer_info(d.data).map_err(driver)?.ok_or_else(|| {
             Problem::value_error(format!(
-                "data: pointer 0x{:x} is not memory the CUDA driver knows ({e}); {OPT_OUT}",
+                "data: pointer 0x{:x} is not memory the CUDA driver knows (neither device, managed nor pinned host \
+                 memory); {opt_out}",
                 d.data
             ))
         })?;
+        let low = d.data.wrapping_add_signed(parsed.extent.start);
+        let high = d.data.wrapping_add_signed(parsed.extent.end);
+        let reach = || {
+            format!(
+                "shape: {} with strides {} reaches bytes 0x{low:x} to 0x{high:x}",
+                crate::error::py_tuple(&d.shape),
+                d.strides.as_deref().map_or_else(|| "None".to_owned(), crate::error::py_tuple),
+            )
+        };
         if let Some(allocation) = &info.allocation {
-            let low = d.data.wrapping_add_signed(parsed.extent.start);
-            let high = d.data.wrapping_add_signed(parsed.extent.end);
             if low < allocation.start || high > allocation.end {
                 return Err(Problem::value_error(format!(
-                    "shape: {} with strides {} reaches bytes 0x{low:x} to 0x{high:x}, outside the {} allocation \
-                     0x{:x} to 0x{:x} ({} bytes) that pointer 0x{:x} lies in; {OPT_OUT}",
-                    crate::error::py_tuple(&d.shape),
-                    d.strides.as_deref().map_or_else(|| "None".to_owned(), crate::error::py_tuple),
+                    "{}, outside the {} allocation 0x{:x} to 0x{:x} ({} bytes) that pointer 0x{:x} lies in; {opt_out}",
+                    reach(),
                     info.memory,
                     allocation.start,
                     allocation.end,
@@ -141,13 +271,31 @@ mod imp {
                 .into());
             }
         }
+        if info.memory != cuda::MemoryType::Host {
+            if let Some(gap) = cuda::unmapped(low..high, info.device).map_err(driver)? {
+                return Err(Problem::value_error(format!(
+                    "{}, but the {} memory from 0x{:x} on is not mapped (pointer 0x{:x} lies in an allocation \
+                     that ends before the array does); {opt_out}",
+                    reach(),
+                    info.memory,
+                    gap.start,
+                    d.data
+                ))
+                .into());
+            }
+        }
         if !options.allow_other_device {
-            if let Ok(Some(consumer)) = cuda::stream_device(options.consumer) {
-                if consumer != info.device && info.memory != cuda::MemoryType::Managed {
+            let consumer = options.consumer.unwrap_or(Stream::LegacyDefault);
+            if let Ok(Some(device)) = cuda::stream_device(consumer) {
+                if device != info.device && info.memory != cuda::MemoryType::Managed {
+                    let fix = match options.caller {
+                        Caller::Function => "pass allow_other_device=True if the devices have peer access",
+                        Caller::Extractor => "make the memory's device current first",
+                    };
                     return Err(Problem::value_error(format!(
-                        "data: pointer 0x{:x} is {} memory of device {}, but the consumer's stream {} works on device \
-                         {consumer}; pass allow_other_device=True if the devices have peer access",
-                        d.data, info.memory, info.device, options.consumer
+                        "data: pointer 0x{:x} is {} memory of device {}, but the consumer's stream {consumer} works on \
+                         device {device}; {fix}",
+                        d.data, info.memory, info.device
                     ))
                     .into());
                 }

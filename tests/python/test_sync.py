@@ -139,7 +139,9 @@ def test_export_options_per_object_override_process_wide():
 
 
 def run_with_env(code, **env):
-    full = dict(os.environ, **env)
+    # A fresh process with only the variables given: none inherited from the runner.
+    full = {k: v for k, v in os.environ.items() if not k.startswith("CAI_")}
+    full.update(env)
     here = os.path.dirname(__file__)
     return subprocess.run([sys.executable, "-c", code], env=full, cwd=here, capture_output=True, text=True)
 

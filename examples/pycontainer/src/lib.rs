@@ -46,14 +46,9 @@ fn driver_error(e: impl std::fmt::Display) -> PyErr {
     Python::attach(|py| cai_py::driver_error(py, e.to_string()))
 }
 
-/// The primary context of device 0, current on this thread. Fails cleanly without a driver.
+/// cudarc's context of device 0's primary context. Fails cleanly without a usable driver.
 fn context() -> PyResult<Arc<CudaContext>> {
-    if !cai_core::cuda::driver_present() {
-        return Err(driver_error(cai_core::cuda::DriverError::NotFound));
-    }
-    let ctx = CudaContext::new(0).map_err(driver_error)?;
-    ctx.bind_to_thread().map_err(driver_error)?;
-    Ok(ctx)
+    cai_core::cuda::cudarc_context(0).map_err(driver_error)
 }
 
 /// A `rows` x `cols` image of f32 in device memory, on a stream of its own.
@@ -92,8 +87,8 @@ fn describe(x: PyCudaArrayRo<'_, f32, Ix2>) -> String {
     format!("{rows}x{cols} f32 at 0x{:x}, {layout}, strides {:?} bytes", x.device_address(), x.strides())
 }
 
-/// Sets every element of a C-contiguous 2-d f32 device array to `value`, on the
-/// producer's stream (the legacy default stream when it gave none), and waits for it.
+/// Sets every element of a C-contiguous 2-d f32 device array to `value` on a stream of
+/// this function's own, ordered after the producer's pending work, and waits for it.
 #[pyfunction]
 fn fill(mut x: PyCudaArrayRw<'_, f32, Ix2>, value: f32) -> PyResult<()> {
     if !x.is_c_contiguous() {
@@ -102,18 +97,17 @@ fn fill(mut x: PyCudaArrayRw<'_, f32, Ix2>, value: f32) -> PyResult<()> {
             x.strides()
         )));
     }
-    let _ctx = context()?;
+    let stream = context()?.new_stream().map_err(driver_error)?;
     let n = x.len();
-    let ptr = x.as_mut_ptr() as cudarc::driver::sys::CUdeviceptr;
-    let stream =
-        x.stream().to_raw().map_or(std::ptr::null_mut(), |s| if s == 1 { std::ptr::null_mut() } else { s as _ });
+    // `stream` waits for the producer's pending work before the memset runs.
+    let ptr = x.as_mut_ptr_on(&stream)? as cudarc::driver::sys::CUdeviceptr;
     // SAFETY: the extractor checked that `x` is a writable f32 array of `n` contiguous
-    // elements and keeps its producer alive; the stream is the producer's (or the default).
+    // elements and keeps its producer alive; `stream` is a live stream of its context.
     unsafe {
         use cudarc::driver::sys;
-        sys::cuMemsetD32Async(ptr, value.to_bits(), n, stream).result().map_err(driver_error)?;
-        sys::cuStreamSynchronize(stream).result().map_err(driver_error)
+        sys::cuMemsetD32Async(ptr, value.to_bits(), n, stream.cu_stream()).result().map_err(driver_error)?;
     }
+    stream.synchronize().map_err(driver_error)
 }
 
 #[pymodule]

@@ -344,10 +344,8 @@ struct CudarcBuffer {
 impl CudarcBuffer {
     #[new]
     fn new(shape: Vec<usize>) -> PyResult<Self> {
-        if !cai_core::cuda::driver_present() {
-            return Err(driver_error(cai_core::cuda::DriverError::NotFound));
-        }
-        let ctx = cudarc::driver::CudaContext::new(0).map_err(|e| driver_error(format!("{e:?}")))?;
+        let ctx = cai_core::cuda::cudarc_context(0).map_err(driver_error)?;
+        let _keep = cai_core::cuda::KeepCurrent::new();
         let own = ctx.new_stream().map_err(|e| driver_error(format!("{e:?}")))?;
         let side = ctx.new_stream().map_err(|e| driver_error(format!("{e:?}")))?;
         let n = shape.iter().product();
@@ -361,6 +359,7 @@ impl CudarcBuffer {
     #[pyo3(signature = (value, side = false, repeat = 1))]
     fn fill(&self, value: f32, side: bool, repeat: usize) -> PyResult<()> {
         use cudarc::driver::{sys, DevicePtr};
+        let _keep = cai_core::cuda::KeepCurrent::new();
         let stream = if side { self.side.clone() } else { self.tracked.stream().clone() };
         let ptr = self.data.device_ptr(&stream).0;
         for _ in 0..repeat {
@@ -374,6 +373,7 @@ impl CudarcBuffer {
 
     /// The values, after all work on both streams.
     fn to_list(&self) -> PyResult<Vec<f32>> {
+        let _keep = cai_core::cuda::KeepCurrent::new();
         self.side.synchronize().map_err(|e| driver_error(format!("{e:?}")))?;
         self.tracked.stream().synchronize().map_err(|e| driver_error(format!("{e:?}")))?;
         self.tracked.stream().clone_dtoh(&self.data).map_err(|e| driver_error(format!("{e:?}")))
@@ -390,10 +390,50 @@ impl CudarcBuffer {
 #[pyfunction]
 fn zero_with_cudarc(x: PyCudaArrayRw<'_, f32, IxDyn>) -> PyResult<()> {
     use cudarc::driver::DeviceSlice;
+    let _keep = cai_core::cuda::KeepCurrent::new();
     let mut view = x.cudarc_view()?;
     let stream = view.stream().clone();
     stream.memset_zeros(&mut view).map_err(|e| driver_error(format!("{e:?}")))?;
     stream.synchronize().map_err(|e| driver_error(format!("{e:?}")))
+}
+
+/// Fills a C-contiguous f32 device array with `value` on a new non-blocking cudarc stream
+/// (not the producer's), and waits for that stream. `how` says how the stream is ordered
+/// after the producer's pending work: `"stream"` names it to the extractor
+/// (`as_mut_ptr_on`), `"host"` takes the pointer with `as_mut_ptr` (a host wait), and
+/// `"cudarc"` goes through `cudarc_view` (cudarc's `DevicePtrMut` on another stream).
+#[pyfunction]
+fn fill_on_new_stream(mut x: PyCudaArrayRw<'_, f32, IxDyn>, value: f32, how: &str) -> PyResult<()> {
+    use cudarc::driver::{sys, DevicePtrMut};
+    let _keep = cai_core::cuda::KeepCurrent::new();
+    let ctx = cai_core::cuda::cudarc_context(0).map_err(driver_error)?;
+    let stream = ctx.new_stream().map_err(|e| driver_error(format!("{e:?}")))?;
+    let n = x.len();
+    let memset = |ptr: sys::CUdeviceptr| {
+        // SAFETY: `ptr` addresses the array's `n` contiguous f32s, kept alive by `x`.
+        unsafe { sys::cuMemsetD32Async(ptr, value.to_bits(), n, stream.cu_stream()) }
+            .result()
+            .map_err(|e| driver_error(format!("{e:?}")))
+    };
+    match how {
+        "stream" => memset(x.as_mut_ptr_on(&stream)? as sys::CUdeviceptr)?,
+        "host" => memset(x.as_mut_ptr()? as sys::CUdeviceptr)?,
+        "cudarc" => {
+            let mut view = x.cudarc_view()?;
+            let (ptr, _guard) = view.device_ptr_mut(&stream);
+            memset(ptr)?;
+        }
+        other => return Err(pyo3::exceptions::PyValueError::new_err(format!("how: unknown mode {other:?}"))),
+    }
+    stream.synchronize().map_err(|e| driver_error(format!("{e:?}")))
+}
+
+/// Imports `x` as the extractor does and returns how many times a host wait would be
+/// needed: 1 when the producer reported an integer stream under the wait policy.
+#[pyfunction]
+fn extract_and_settle(x: PyCudaArrayRo<'_, f32, IxDyn>) -> PyResult<usize> {
+    x.as_ptr()?;
+    Ok(usize::from(!x.stream().is_none()))
 }
 
 /// `(ptr, shape, strides, readonly, stream)` of any f32 device array.
@@ -440,7 +480,7 @@ fn fill_host_backed(mut x: PyCudaArrayRw<'_, f32, Ix1>, value: f32) -> PyResult<
         return Err(pyo3::exceptions::PyValueError::new_err("fill_host_backed needs a contiguous array"));
     }
     let n = x.len();
-    let ptr = x.as_mut_ptr();
+    let ptr = x.as_mut_ptr()?;
     // SAFETY: the tests pass a producer wrapping a live, writable NumPy array of `n`
     // contiguous f32s, kept alive by `x` for the duration of this call.
     unsafe { std::slice::from_raw_parts_mut(ptr, n) }.fill(value);
@@ -544,6 +584,8 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<DeviceCloud>()?;
     m.add_class::<CudarcBuffer>()?;
     m.add_function(wrap_pyfunction!(zero_with_cudarc, m)?)?;
+    m.add_function(wrap_pyfunction!(fill_on_new_stream, m)?)?;
+    m.add_function(wrap_pyfunction!(extract_and_settle, m)?)?;
     m.add_function(wrap_pyfunction!(describe_f32, m)?)?;
     m.add_function(wrap_pyfunction!(dims_f32_2d, m)?)?;
     m.add_function(wrap_pyfunction!(element_strides_f64_2d, m)?)?;

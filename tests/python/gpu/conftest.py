@@ -2,9 +2,17 @@
 
 import pathlib
 
+import numpy as np
 import pytest
 
 import cai
+from gpu_helpers import Driver
+
+# numba-cuda registers an overload of `np.row_stack`, which NumPy 2.5 removed; without
+# this alias every Numba kernel fails to compile on such a NumPy (numba-cuda's defect,
+# not cai's). `row_stack` was an alias of `vstack`.
+if not hasattr(np, "row_stack"):
+    np.row_stack = np.vstack
 
 
 def device_count():
@@ -38,3 +46,8 @@ def checked_pointers():
     cai.configure(check_pointers=True, import_sync="wait")
     yield
     cai.configure(**before)
+
+
+@pytest.fixture(scope="session")
+def driver():
+    return Driver()

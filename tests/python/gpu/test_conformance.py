@@ -67,8 +67,17 @@ def test_numba_reads_writes_and_launches_on_rust_memory(rust_buffer):
 
 def test_jax_reads_rust_memory(rust_buffer):
     jnp = pytest.importorskip("jax.numpy")
-    rust_buffer.to_list()  # settle the producer's work first: JAX does not read the stream
-    x = jnp.asarray(rust_buffer)
+    rust_buffer.to_list()  # settle the producer's work first
+    # JAX accepts only streams it knows (None, 1, 2): a producer's own stream is refused.
+    with pytest.raises(Exception, match="GetStreamFromExternalStream failed to find stream"):
+        jnp.asarray(rust_buffer)
+    # The documented way: export `stream: None` for JAX, after the work is done.
+    before = cai.configure()
+    cai.configure(export_stream="none")
+    try:
+        x = jnp.asarray(rust_buffer)
+    finally:
+        cai.configure(**before)
     assert x.shape == (256, 256) and float(x[0, 0]) == 1.5
     assert x.unsafe_buffer_pointer() == interface_ptr(rust_buffer), "JAX imported by copy"
 
@@ -137,21 +146,56 @@ def test_cai_reads_torch(layout):
 @pytest.mark.parametrize("layout", ["contiguous", "transposed", "sliced", "empty"])
 def test_cai_reads_numba(layout):
     numba_cuda = pytest.importorskip("numba.cuda")
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
     host = np.arange(12 * 8, dtype=np.float32).reshape(12, 8)
-    dev = layouts(None, lambda _: numba_cuda.to_device(host))[layout]
+    base = numba_cuda.to_device(host)
+    base_ptr = base.device_ctypes_pointer.value
+    # Numba's `.T` copies through a kernel; a transposed view of the same memory is a
+    # DeviceNDArray with swapped strides.
+    dev = {
+        "contiguous": base,
+        "transposed": DeviceNDArray(shape=(8, 12), strides=(4, 32), dtype=np.float32, gpu_data=base.gpu_data),
+        "sliced": base[1:5, ::3],
+        "empty": base[:0],
+    }[layout]
+    exported = dev.__cuda_array_interface__
     v = cai.as_cuda_array(dev)
-    ptr = dev.device_ctypes_pointer.value if dev.size else 0
-    check_view(v, ptr or 0, dev.shape, dev.strides)
+    ptr = exported["data"][0]
+    check_view(v, ptr, dev.shape, dev.strides)
+    if dev.size:
+        assert base_ptr <= v.ptr < base_ptr + host.nbytes, "a view of the same memory, not a copy"
+    if layout == "transposed":
+        assert v.ptr == base_ptr and v.strides == (4, 32) and not v.is_c_contiguous
+        cupy = pytest.importorskip("cupy")
+        np.testing.assert_array_equal(cupy.asarray(v).get(), host.T)
 
 
-@pytest.mark.parametrize("layout", ["contiguous", "sliced"])
+@pytest.mark.parametrize("layout", ["contiguous", "sliced", "transposed"])
 def test_cai_reads_jax(layout):
     jnp = pytest.importorskip("jax.numpy")
-    x = jnp.arange(12 * 8, dtype=jnp.float32).reshape(12, 8)
-    if layout == "sliced":
-        x = x[1:5]
+    base = jnp.arange(12 * 8, dtype=jnp.float32).reshape(12, 8)
+    # JAX arrays are always dense in C order: slicing and transposing make new buffers,
+    # so JAX never exports strides, and cai reads whatever buffer JAX hands over.
+    x = {"contiguous": base, "sliced": base[1:5], "transposed": base.T}[layout]
     v = cai.as_cuda_array(x)
-    assert v.ptr == x.unsafe_buffer_pointer() and v.shape == x.shape
+    assert v.ptr == x.unsafe_buffer_pointer() and v.shape == x.shape and v.is_c_contiguous
+    assert v.readonly, "JAX exports its buffers read-only"
+    if layout != "contiguous":
+        assert v.ptr != base.unsafe_buffer_pointer()
+
+
+def test_cuda_core_reads_a_strided_cai_view():
+    cupy = pytest.importorskip("cupy")
+    try:
+        from cuda.core.utils import StridedMemoryView
+    except ImportError:
+        StridedMemoryView = pytest.importorskip("cuda.core.experimental.utils").StridedMemoryView
+    a = cupy.arange(12 * 8, dtype=cupy.float32).reshape(12, 8)
+    v = cai.as_cuda_array(a.T[1:, ::2])
+    smv = StridedMemoryView(v, stream_ptr=-1)
+    assert smv.ptr == v.ptr and tuple(smv.shape) == v.shape
+    assert tuple(smv.strides) in (v.strides, tuple(s // 4 for s in v.strides)), (smv.strides, v.strides)
 
 
 # -- streams ---------------------------------------------------------------------------------

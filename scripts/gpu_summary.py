@@ -1,0 +1,140 @@
+"""Helpers of scripts/gpu-check, run with the GPU machine's Python (standard library only).
+
+    python scripts/gpu_summary.py machine
+        prints the device, the driver and the peer libraries' versions as Markdown; exits 1
+        when no device is visible or a peer library does not import
+    python scripts/gpu_summary.py summary OUTDIR COMMIT SECONDS [FAILED_PART ...]
+        prints the outcome of every test (pytest JUnit files and the Rust log in OUTDIR)
+        and the benchmark rows; exits 1 when no GPU test passed or every one was skipped
+"""
+
+import importlib
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+PEERS = ["numpy", "cupy", "torch", "numba", "numba.cuda", "jax", "cuda.core", "pytest"]
+
+
+def machine():
+    ok = True
+    smi = subprocess.run(
+        ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+        capture_output=True, text=True,
+    ).stdout.strip()
+    print(f"- GPU: {smi or 'none'}")
+    print(f"- Python {sys.version.split()[0]} ({sys.executable})")
+    for name in PEERS:
+        try:
+            m = importlib.import_module(name)
+        except Exception as e:  # noqa: BLE001 - any failure to import is reported
+            print(f"- {name}: FAILED to import: {type(e).__name__}: {e}")
+            ok = False
+            continue
+        version = getattr(m, "__version__", "")
+        print(f"- {name} {version}".rstrip())
+    try:
+        import cupy
+
+        count = cupy.cuda.runtime.getDeviceCount()
+        print(f"- CUDA driver {cupy.cuda.runtime.driverGetVersion()}, runtime {cupy.cuda.runtime.runtimeGetVersion()}, {count} device(s)")
+        ok &= count > 0
+    except Exception as e:  # noqa: BLE001
+        print(f"- CuPy sees no device: {type(e).__name__}: {e}")
+        ok = False
+    try:
+        import jax
+
+        devices = jax.devices()
+        print(f"- JAX devices: {devices}")
+        ok &= any(d.platform == "gpu" for d in devices)
+    except Exception as e:  # noqa: BLE001
+        print(f"- JAX has no GPU backend: {type(e).__name__}: {e}")
+        ok = False
+    return 0 if ok else 1
+
+
+def junit(path):
+    """(name, outcome, detail) for each test case of a pytest JUnit file."""
+    if not os.path.exists(path):
+        return None
+    rows = []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        name = f"{case.get('classname', '').rpartition('.')[2]}::{case.get('name')}"
+        outcome, detail = "passed", ""
+        for child in case:
+            if child.tag in ("failure", "error"):
+                outcome, detail = "FAILED", (child.get("message") or "").splitlines()[0][:200] if child.get("message") else ""
+            elif child.tag == "skipped":
+                outcome, detail = "skipped", (child.get("message") or "")[:200]
+        rows.append((name, outcome, detail))
+    return rows
+
+
+def rust(path):
+    if not os.path.exists(path):
+        return None
+    rows = []
+    for line in open(path, errors="replace"):
+        m = re.match(r"^test (\S+) \.\.\. (ok|FAILED|ignored)(?:, (.*))?$", line.strip())
+        if m:
+            outcome = {"ok": "passed", "FAILED": "FAILED", "ignored": "skipped"}[m.group(2)]
+            rows.append((m.group(1), outcome, m.group(3) or ""))
+    return rows
+
+
+def counts(rows):
+    c = {"passed": 0, "FAILED": 0, "skipped": 0}
+    for _, outcome, _ in rows:
+        c[outcome] += 1
+    return c
+
+
+def summary(out, commit, seconds, failed_parts):
+    print(f"\n## gpu-check at {commit}: {int(seconds) // 60} min {int(seconds) % 60} s\n")
+    if os.path.exists(os.path.join(out, "machine.md")):
+        print(open(os.path.join(out, "machine.md")).read())
+    suites = [
+        ("Rust GPU tests", rust(os.path.join(out, "rust.log"))),
+        ("pytest tests/python/gpu", junit(os.path.join(out, "pytest-gpu.xml"))),
+        ("pytest tests/python (CPU suite)", junit(os.path.join(out, "pytest-cpu.xml"))),
+    ]
+    print("| suite | passed | failed | skipped |\n|---|---|---|---|")
+    for title, rows in suites:
+        if rows is None:
+            print(f"| {title} | did not run | | |")
+        else:
+            c = counts(rows)
+            print(f"| {title} | {c['passed']} | {c['FAILED']} | {c['skipped']} |")
+    for title, rows in suites[:2]:
+        print(f"\n### {title}\n")
+        for name, outcome, detail in rows or []:
+            print(f"- {outcome}: {name}" + (f" ({detail})" if detail else ""))
+    for title, rows in suites[2:]:
+        bad = [r for r in rows or [] if r[1] != "passed"]
+        if bad:
+            print(f"\n### {title}: not passed\n")
+            for name, outcome, detail in bad:
+                print(f"- {outcome}: {name}" + (f" ({detail})" if detail else ""))
+    bench = os.path.join(out, "bench.md")
+    if os.path.exists(bench):
+        print("\n### Benchmarks\n")
+        print(open(bench).read())
+    if failed_parts:
+        print(f"\nFailed parts: {', '.join(failed_parts)}")
+    gpu = [r for title, rows in suites[:2] for r in rows or []]
+    passed = sum(1 for r in gpu if r[1] == "passed")
+    if passed == 0:
+        print("\nNo GPU test passed: this run tested nothing on the GPU.")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["machine"]:
+        sys.exit(machine())
+    if sys.argv[1:2] == ["summary"] and len(sys.argv) >= 5:
+        sys.exit(summary(sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5:]))
+    sys.exit(__doc__)

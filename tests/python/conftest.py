@@ -1,0 +1,26 @@
+"""Shared set-up of the pytest suite.
+
+The CPU suite describes made-up device pointers and streams that no driver knows. Where a
+CUDA driver is present, its tests run with pointer checks and stream ordering off, so
+that they test what they were written for; tests/python/gpu turns both back on for the
+real arrays of the GPU suite.
+"""
+
+import pathlib
+
+import pytest
+
+import cai
+
+GPU_DIR = pathlib.Path(__file__).parent / "gpu"
+
+
+@pytest.fixture(autouse=True)
+def _fake_pointers_with_a_driver(request):
+    if not cai.cuda_driver_present() or GPU_DIR in pathlib.Path(str(request.node.path)).parents:
+        yield
+        return
+    before = cai.configure()
+    cai.configure(check_pointers=False, import_sync="ignore")
+    yield
+    cai.configure(**before)

@@ -1,0 +1,34 @@
+"""Helpers of the GPU suite."""
+
+import ctypes
+
+from producers import Producer
+
+
+class Driver:
+    """The few CUDA driver calls the tests make themselves, through ctypes."""
+
+    def __init__(self):
+        self.lib = ctypes.CDLL("libcuda.so.1")
+
+    def current_context(self):
+        ctx = ctypes.c_void_p()
+        assert self.lib.cuCtxGetCurrent(ctypes.byref(ctx)) == 0
+        return ctx.value
+
+    def stream_busy(self, handle):
+        """Whether work is still pending on a stream (cuStreamQuery: CUDA_ERROR_NOT_READY)."""
+        return self.lib.cuStreamQuery(ctypes.c_void_p(handle)) == 600
+
+
+def Dict(desc, owner=None):  # noqa: N802 - reads as the class it stands for
+    """A pure-Python producer of the given interface dict (it touches no CUDA API),
+    holding `owner` so that the memory it describes stays alive."""
+    p = Producer(desc)
+    p.owner = owner
+    return p
+
+
+def cai_dict(ptr, nbytes, typestr="|u1", stream=None):
+    itemsize = int(typestr[2:])
+    return {"shape": (nbytes // itemsize,), "typestr": typestr, "data": (ptr, False), "version": 3, "stream": stream}

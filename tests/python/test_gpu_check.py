@@ -1,0 +1,68 @@
+"""scripts/gpu-check's `run` on a machine without a GPU, and its summary's verdicts: a
+run that tested nothing on the GPU must fail."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SUMMARY = os.path.join(ROOT, "scripts", "gpu_summary.py")
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has nvidia-smi (a GPU machine)")
+def test_run_refuses_without_a_gpu(tmp_path):
+    r = subprocess.run(["bash", os.path.join(ROOT, "scripts", "gpu-check"), "run", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1
+    assert "gpu-check FAILED: nvidia-smi did not run: no GPU here" in r.stdout
+    assert (tmp_path / "summary.md").read_text().startswith("gpu-check FAILED: nvidia-smi did not run")
+
+
+def test_run_refuses_without_a_build(tmp_path):
+    # A checkout with no .gpu-check, on a machine that looks like a GPU machine.
+    (tmp_path / "bin").mkdir()
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'NVIDIA Stand-in, 580.0, 1 MiB'\n")
+    smi.chmod(0o755)
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    r = subprocess.run(
+        ["bash", "-c", f'cd "{tmp_path}" && mkdir -p scripts && cp "{ROOT}/scripts/gpu-check" scripts/ && bash scripts/gpu-check run out'],
+        capture_output=True, text=True, env=env, timeout=60,
+    )
+    assert r.returncode == 1
+    assert "no .gpu-check/wheels: run 'bash scripts/gpu-check build' first and carry .gpu-check" in r.stdout
+
+
+def junit(path, outcomes):
+    cases = []
+    for i, outcome in enumerate(outcomes):
+        inner = {"passed": "", "skipped": '<skipped message="no GPU"/>', "failed": '<failure message="boom"/>'}[outcome]
+        cases.append(f'<testcase classname="gpu.test_x" name="t{i}">{inner}</testcase>')
+    path.write_text(f'<testsuites><testsuite>{"".join(cases)}</testsuite></testsuites>')
+
+
+def summarize(out, *failed):
+    return subprocess.run([sys.executable, SUMMARY, "summary", str(out), "abc123", "65", *failed], capture_output=True, text=True)
+
+
+def test_summary_fails_a_run_where_every_gpu_test_was_skipped(tmp_path):
+    junit(tmp_path / "pytest-gpu.xml", ["skipped", "skipped"])
+    (tmp_path / "rust.log").write_text("test a ... ignored, needs a GPU\n")
+    r = summarize(tmp_path)
+    assert r.returncode == 1
+    assert "No GPU test passed: this run tested nothing on the GPU." in r.stdout
+    assert "| pytest tests/python/gpu | 0 | 0 | 2 |" in r.stdout
+
+
+def test_summary_lists_every_outcome(tmp_path):
+    junit(tmp_path / "pytest-gpu.xml", ["passed", "failed", "skipped"])
+    (tmp_path / "rust.log").write_text("test a ... ok\ntest b ... FAILED\n")
+    (tmp_path / "bench.md").write_text("| gpu | row |\n")
+    r = summarize(tmp_path, "pytest gpu")
+    assert r.returncode == 0, r.stdout  # the runner fails the run on its failed parts
+    assert "## gpu-check at abc123: 1 min 5 s" in r.stdout
+    for line in ("- passed: test_x::t0", "- FAILED: test_x::t1 (boom)", "- skipped: test_x::t2 (no GPU)",
+                 "- passed: a", "- FAILED: b", "| gpu | row |", "Failed parts: pytest gpu"):
+        assert line in r.stdout, line
