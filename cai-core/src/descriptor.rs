@@ -156,22 +156,39 @@ impl Descriptor {
         }
     }
 
-    /// The number of elements.
+    /// The number of elements: 0 when any dimension is 0, whatever the others.
+    ///
+    /// As NumPy does, the sizes of the non-empty dimensions times the item size must fit
+    /// `isize` even when the array is empty: `(0, 2**62)` of `<f8` is refused in every
+    /// order of its dimensions, `(0, 2**40)` accepted.
     pub fn size(&self) -> Result<usize> {
-        self.shape
-            .iter()
-            .try_fold(1usize, |acc, &n| acc.checked_mul(n))
-            .ok_or_else(|| self.overflow("shape", "the number of elements exceeds usize"))
+        let mut count: usize = 1;
+        let mut empty = false;
+        for &n in &self.shape {
+            if n == 0 {
+                empty = true;
+            } else {
+                count = count
+                    .checked_mul(n)
+                    .ok_or_else(|| self.overflow("shape", "the number of elements exceeds usize"))?;
+            }
+        }
+        let fits = count.checked_mul(self.itemsize().max(1)).is_some_and(|bytes| isize::try_from(bytes).is_ok());
+        if !fits {
+            return Err(self.overflow("shape", "the number of bytes exceeds isize"));
+        }
+        Ok(if empty { 0 } else { count })
     }
 
     /// The number of bytes of the elements (`size * itemsize`), whatever their layout.
     pub fn nbytes(&self) -> Result<usize> {
-        self.size()?
-            .checked_mul(self.itemsize())
-            .ok_or_else(|| self.overflow("shape", "the number of bytes exceeds usize"))
+        // `size` checked that the product fits.
+        Ok(self.size()? * self.itemsize())
     }
 
-    /// The strides in bytes, computed for C order when the descriptor has none.
+    /// The strides in bytes, computed for C order when the descriptor has none, as NumPy
+    /// computes them: dimensions of size 0 count as 1, so an empty array's strides are
+    /// those of the same array with its empty dimensions set to 1.
     pub fn strides(&self) -> Result<Cow<'_, [isize]>> {
         match &self.strides {
             Some(s) => Ok(Cow::Borrowed(s)),
@@ -184,7 +201,7 @@ impl Descriptor {
         let mut step = isize::try_from(self.itemsize()).ok();
         for (stride, &n) in strides.iter_mut().zip(&self.shape).rev() {
             *stride = step.ok_or_else(|| self.overflow("shape", "a C-order stride exceeds isize"))?;
-            step = isize::try_from(n).ok().and_then(|n| stride.checked_mul(n));
+            step = isize::try_from(n.max(1)).ok().and_then(|n| stride.checked_mul(n));
         }
         Ok(strides)
     }
@@ -215,8 +232,11 @@ impl Descriptor {
     /// dimensions of size 1 are ignored, and an empty array is contiguous.
     pub fn is_f_contiguous(&self) -> bool {
         let Some(strides) = &self.strides else {
-            // C order is also Fortran order when at most one dimension exceeds 1.
-            return self.shape.contains(&0) || self.shape.iter().filter(|&&n| n != 1).count() <= 1;
+            // C order is also Fortran order when at most one dimension exceeds 1, and for
+            // elements of size 0 (every stride is 0).
+            return self.shape.contains(&0)
+                || self.itemsize() == 0
+                || self.shape.iter().filter(|&&n| n != 1).count() <= 1;
         };
         self.dims_contiguous(strides, self.shape.iter().zip(strides).map(|(&n, &s)| (n, s)))
     }
@@ -287,10 +307,15 @@ impl Descriptor {
     /// The absolute addresses the array can reach: `data + start .. data + end`.
     pub fn byte_range(&self) -> Result<Range<usize>> {
         let extent = self.extent()?;
-        self.address_range(extent)
+        self.byte_range_of(extent)
     }
 
-    fn address_range(&self, extent: Extent) -> Result<Range<usize>> {
+    /// The absolute addresses of `extent` (this descriptor's, from [`validate`] or
+    /// [`extent`]) from this descriptor's pointer.
+    ///
+    /// [`validate`]: Descriptor::validate
+    /// [`extent`]: Descriptor::extent
+    pub fn byte_range_of(&self, extent: Extent) -> Result<Range<usize>> {
         let overflow = || Error::Overflow {
             key: "data",
             value: format!("0x{:x}", self.data),
@@ -337,7 +362,7 @@ impl Descriptor {
                 nbytes: extent.len(),
             });
         }
-        self.address_range(extent)?;
+        self.byte_range_of(extent)?;
         if let Some(mask) = &self.mask {
             if self.version < 1 {
                 return Err(Error::MaskVersion { version: self.version });
@@ -353,6 +378,26 @@ impl Descriptor {
             }
         }
         Ok(extent)
+    }
+
+    /// The pointer a conforming producer exports: 0 for an array that reaches no byte from
+    /// version 2 on, else the pointer.
+    pub fn exported_pointer(&self, extent: Extent) -> usize {
+        if extent.is_empty() && self.version >= 2 {
+            0
+        } else {
+            self.data
+        }
+    }
+
+    /// The rules a producer follows beyond what a consumer needs (`cai.validate` reports
+    /// them; imports accept what breaks them): an empty array exports pointer 0 from
+    /// version 2 on.
+    pub fn check_producer_rules(&self, extent: Extent) -> Result<()> {
+        if self.exported_pointer(extent) != self.data {
+            return Err(Error::EmptyPointer { data: self.data, shape: tuple(&self.shape) });
+        }
+        Ok(())
     }
 
     /// The strides as Python prints them: a tuple, or `None`.
@@ -488,6 +533,46 @@ mod tests {
         assert!(e.is_none(), "a 1-d array's stride is the item size");
         let e = f4(&[2, usize::MAX / 2]).c_strides().unwrap_err();
         assert_eq!(e.key(), "shape");
+    }
+
+    #[test]
+    fn empty_arrays_are_sized_as_numpy_sizes_them_in_any_dimension_order() {
+        let f8 = |shape: &[usize]| Descriptor::new::<f64>(0, shape.to_vec());
+        for shape in [[0, 1 << 63, 2], [2, 1 << 63, 0], [1 << 62, 0, 1]] {
+            let e = f8(&shape).validate().unwrap_err();
+            assert!(matches!(e, Error::Overflow { key: "shape", .. }), "{shape:?}: {e}");
+        }
+        for shape in [[0, 1 << 40, 2], [2, 1 << 40, 0]] {
+            let d = f8(&shape);
+            assert_eq!(d.validate().unwrap(), Extent { start: 0, end: 0 });
+            assert_eq!((d.size().unwrap(), d.nbytes().unwrap()), (0, 0));
+            let expected: Vec<isize> = if shape[0] == 0 { vec![16 << 40, 16, 8] } else { vec![8 << 40, 8, 8] };
+            assert_eq!(d.strides().unwrap().as_ref(), expected, "NumPy's strides: empty dimensions count as 1");
+            assert!(d.is_c_contiguous() && d.is_f_contiguous());
+        }
+    }
+
+    #[test]
+    fn elements_of_size_zero_are_contiguous_both_ways() {
+        let d = Descriptor::from_typestr(TypeStr::parse("|V0").unwrap(), 0x1000, [3, 4]);
+        assert_eq!(d.strides().unwrap().as_ref(), [0, 0]);
+        assert!(d.is_c_contiguous() && d.is_f_contiguous());
+        assert!(d.clone().with_strides([0, 0]).is_f_contiguous());
+    }
+
+    #[test]
+    fn the_empty_pointer_rule_is_a_producer_rule() {
+        let empty = Descriptor::new::<f32>(0, [0, 3]);
+        let e = Descriptor { data: 0x1000, ..empty.clone() };
+        let extent = e.validate().unwrap();
+        assert_eq!(e.exported_pointer(extent), 0);
+        let err = e.check_producer_rules(extent).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "data: an empty array exports pointer 0 from version 2 on, received 0x1000 for shape (0, 3)"
+        );
+        assert!(Descriptor { version: 1, ..e }.check_producer_rules(extent).is_ok());
+        assert!(empty.check_producer_rules(extent).is_ok());
     }
 
     #[test]

@@ -167,6 +167,16 @@ pub enum Error {
     #[error("stream: {0}")]
     Driver(DriverError),
 
+    /// An empty array exported with a pointer other than 0 from version 2 on (the
+    /// specification asks producers for 0; consumers accept any pointer).
+    #[error("data: an empty array exports pointer 0 from version 2 on, received 0x{data:x} for shape {shape}")]
+    EmptyPointer {
+        /// The pointer received.
+        data: usize,
+        /// The shape, as Python prints it.
+        shape: String,
+    },
+
     /// Arithmetic on a key's values left the range of the machine's integers.
     #[error("{key}: {value} overflows: {detail}")]
     Overflow {
@@ -200,7 +210,7 @@ impl Error {
             Error::Descr { .. } => "descr",
             Error::Version { .. } => "version",
             Error::StridesLength { .. } => "strides",
-            Error::NullPointer { .. } => "data",
+            Error::NullPointer { .. } | Error::EmptyPointer { .. } => "data",
             Error::MaskVersion { .. } | Error::MaskShape { .. } | Error::Mask(_) => "mask",
             Error::OutOfBuffer { .. } => "shape",
             Error::StreamVersion { .. } | Error::StreamZero | Error::Driver(_) => "stream",
@@ -221,8 +231,15 @@ impl Error {
 /// A shorthand for results whose error is [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Formats integers as a Python tuple, `(3,)` for one element, as users see them in Python.
-pub(crate) struct PyTuple<'a, T>(pub(crate) &'a [T]);
+/// Formats values as Python prints a tuple of them (`(3,)` for one, `()` for none), as
+/// users see shapes and strides in Python; every message of cai uses it.
+///
+/// ```
+/// assert_eq!(cai_core::PyTuple(&[2usize, 3]).to_string(), "(2, 3)");
+/// assert_eq!(cai_core::PyTuple(&[4isize]).to_string(), "(4,)");
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct PyTuple<'a, T>(pub &'a [T]);
 
 impl<T: fmt::Display> fmt::Display for PyTuple<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

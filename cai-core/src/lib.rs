@@ -100,7 +100,7 @@ pub use buffer::{AsShape, AsStream, AsStrides, DeviceBuffer, HostBuffer, RawDevi
 pub use descr::{Descr, Field, FieldLayout, FieldType};
 pub use descriptor::{Descriptor, Extent, CURRENT_VERSION};
 pub use element::Element;
-pub use error::{DriverError, Error, ErrorKind, Result};
+pub use error::{DriverError, Error, ErrorKind, PyTuple, Result};
 pub use interface::{ArrayInterface, CudaArrayInterface, NamedArrays, NamedCudaArrays};
 
 #[cfg(feature = "derive")]

@@ -3,17 +3,13 @@
 use cai_core::sync::SyncPolicy;
 use cai_core::Stream;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyString};
+use pyo3::types::{PyBool, PyDict};
 
 use crate::config::{self, Config};
 use crate::error::{received, Problem};
-use crate::parse::{no_interface, Interface, Parsed, Reader};
+use crate::parse::{self, must_propagate, no_interface, Interface, Parsed};
 use crate::sync::{consume, Caller, ImportOptions};
 use crate::view::{Core, CudaArray, HostArray};
-
-fn strict(result: PyResult<Option<Parsed>>) -> PyResult<Parsed> {
-    result?.ok_or_else(|| Problem::type_error("a strict reader returned no result").into())
-}
 
 /// The consumer's stream: `None` (the legacy default stream), an int, or a stream object
 /// (`__cuda_stream__`, or `.cuda_stream` as in PyTorch, or `.ptr` as in CuPy), whose null
@@ -21,28 +17,42 @@ fn strict(result: PyResult<Option<Parsed>>) -> PyResult<Parsed> {
 fn consumer_stream(stream: Option<&Bound<'_, PyAny>>) -> PyResult<Stream> {
     let Some(obj) = stream.filter(|s| !s.is_none()) else { return Ok(Stream::LegacyDefault) };
     let py = obj.py();
-    let bad = || {
-        Problem::type_error(format!(
-            "stream: expected None, an int or a stream object (with __cuda_stream__, .cuda_stream or .ptr), received {}",
-            received(obj)
-        ))
+    // The stream object's own code runs below (`__index__`, properties): an exception
+    // that must propagate does; any other means the object is not a stream.
+    let bad = |e: Option<PyErr>| -> PyErr {
+        if let Some(e) = e.filter(|e| must_propagate(py, e)) {
+            return e;
+        }
+        match received(obj) {
+            Ok(r) => Problem::type_error(format!(
+                "stream: expected None, an int or a stream object (with __cuda_stream__, .cuda_stream or .ptr), \
+                 received {r}"
+            ))
+            .into(),
+            Err(e) => e,
+        }
     };
     if obj.is_instance_of::<PyBool>() {
-        return Err(bad().into());
+        return Err(bad(None));
     }
-    if let Ok(raw) = obj.extract::<i64>() {
+    if obj.is_instance_of::<pyo3::types::PyInt>() {
+        let raw = obj.extract::<i64>().map_err(|e| bad(Some(e)))?;
         let raw = usize::try_from(raw).map_err(|_| Problem::value_error(format!("stream: {raw} is not a stream")))?;
         return Stream::from_raw(Some(raw)).map_err(|e| Problem::from(e).into());
     }
-    let handle = if obj.hasattr(pyo3::intern!(py, "__cuda_stream__"))? {
-        let pair = obj.call_method0(pyo3::intern!(py, "__cuda_stream__"))?;
-        pair.extract::<(i64, usize)>().map_err(|_| bad())?.1
+    let handle = if let Some(method) = obj.getattr_opt(pyo3::intern!(py, "__cuda_stream__"))? {
+        let pair = method.call0()?;
+        pair.extract::<(i64, usize)>().map_err(|e| bad(Some(e)))?.1
     } else if let Some(h) = obj.getattr_opt(pyo3::intern!(py, "cuda_stream"))? {
-        h.extract::<usize>().map_err(|_| bad())?
+        h.extract::<usize>().map_err(|e| bad(Some(e)))?
     } else if let Some(h) = obj.getattr_opt(pyo3::intern!(py, "ptr"))? {
-        h.extract::<usize>().map_err(|_| bad())?
+        h.extract::<usize>().map_err(|e| bad(Some(e)))?
+    } else if let Ok(raw) = obj.extract::<i64>() {
+        // An int-like object (NumPy's integers): its `__index__`.
+        let raw = usize::try_from(raw).map_err(|_| Problem::value_error(format!("stream: {raw} is not a stream")))?;
+        return Stream::from_raw(Some(raw)).map_err(|e| Problem::from(e).into());
     } else {
-        return Err(bad().into());
+        return Err(bad(None));
     };
     match handle {
         0 => Ok(Stream::LegacyDefault),
@@ -107,7 +117,7 @@ pub fn as_cuda_array<'py>(
     allow_other_device: bool,
 ) -> PyResult<Bound<'py, CudaArray>> {
     let options = import_options(obj.py(), sync, stream, policy, check_pointers, allow_other_device)?;
-    let parsed = strict(Reader::strict().read_object(obj, Interface::Cuda))?;
+    let parsed = parse::read_object(obj, Interface::Cuda)?;
     cuda_view(obj.py(), obj.clone().unbind(), parsed, &options)
 }
 
@@ -126,7 +136,7 @@ pub fn from_cuda_array_interface<'py>(
 ) -> PyResult<Bound<'py, CudaArray>> {
     let py = desc.py();
     let options = import_options(py, sync, stream, policy, check_pointers, allow_other_device)?;
-    let parsed = strict(Reader::strict().parse(desc, Interface::Cuda))?;
+    let parsed = parse::parse(desc, Interface::Cuda)?;
     let owner = owner.map_or_else(|| py.None(), Bound::unbind);
     cuda_view(py, owner, parsed, &options)
 }
@@ -135,7 +145,7 @@ pub fn from_cuda_array_interface<'py>(
 /// view that keeps `obj` alive.
 #[pyfunction]
 pub fn as_array<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, HostArray>> {
-    let parsed = strict(Reader::strict().read_object(obj, Interface::Host))?;
+    let parsed = parse::read_object(obj, Interface::Host)?;
     HostArray::from_core(obj.py(), Core::from_parsed(obj.clone().unbind(), parsed)?)
 }
 
@@ -148,29 +158,18 @@ pub fn as_array<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, HostArray>>
 #[pyfunction]
 pub fn validate<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Vec<String>> {
     let py = obj.py();
-    let (value, iface) = if obj.is_instance_of::<PyDict>() {
-        (Ok(obj.clone()), Interface::Cuda)
-    } else {
-        let attribute = |name: &Bound<'py, PyString>| match obj.getattr(name) {
-            Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) => None,
-            other => Some(other),
-        };
-        match attribute(Interface::Cuda.interned(py)) {
-            Some(value) => (value, Interface::Cuda),
-            None => match attribute(Interface::Host.interned(py)) {
-                Some(value) => (value, Interface::Host),
-                None => return Err(no_interface(obj, Interface::Cuda).into()),
-            },
-        }
-    };
-    let mut findings = Vec::new();
-    match value {
-        Ok(dict) => {
-            Reader::collecting(&mut findings).parse(&dict, iface)?;
-        }
-        Err(e) => findings.push(format!("{}: reading the attribute raised {}", iface.attribute(), e)),
+    if obj.is_instance_of::<PyDict>() {
+        return parse::findings(py, Ok(obj.clone()), Interface::Cuda);
     }
-    Ok(findings)
+    for iface in [Interface::Cuda, Interface::Host] {
+        match parse::attribute(obj, iface) {
+            Ok(Some(value)) => return parse::findings(py, Ok(value), iface),
+            Ok(None) => {}
+            Err(e) if must_propagate(py, &e) => return Err(e),
+            Err(e) => return parse::findings(py, Err(e), iface),
+        }
+    }
+    Err(no_interface(obj, Interface::Cuda))
 }
 
 fn config_dict<'py>(py: Python<'py>, c: &Config) -> PyResult<Bound<'py, PyDict>> {

@@ -13,7 +13,7 @@ use cai_core::ErrorKind;
 use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyString, PyType};
+use pyo3::types::PyType;
 
 pyo3::create_exception!(
     cai,
@@ -99,11 +99,24 @@ pub fn to_py_err(e: cai_core::Error) -> PyErr {
 }
 
 /// How a value prints in a message: its `repr` (shortened) and its type, as in
-/// `'f4' (str)` or `3.5 (float)`.
-pub(crate) fn received(value: &Bound<'_, PyAny>) -> String {
+/// `'f4' (str)` or `3.5 (float)`. The `repr` is the producer's code: an ordinary
+/// exception from it gives a placeholder; one that must propagate (`KeyboardInterrupt`,
+/// `MemoryError`, ...) is the error.
+pub(crate) fn received(value: &Bound<'_, PyAny>) -> PyResult<String> {
     const LIMIT: usize = 80;
-    let type_name = value.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string());
-    let repr = value.repr().map_or_else(|_| "<unprintable>".to_owned(), |r: Bound<'_, PyString>| r.to_string());
+    let py = value.py();
+    let type_name = match value.get_type().name() {
+        Ok(n) => n.to_string(),
+        Err(e) if crate::parse::must_propagate(py, &e) => return Err(e),
+        Err(_) => "?".to_owned(),
+    };
+    let repr = match value.repr() {
+        Ok(r) => r.to_string_lossy().into_owned(),
+        Err(e) if crate::parse::must_propagate(py, &e) => return Err(e),
+        Err(e) => {
+            format!("<repr() raised {}>", e.get_type(py).name().map_or_else(|_| "?".to_owned(), |n| n.to_string()))
+        }
+    };
     let repr = repr.split_whitespace().collect::<Vec<_>>().join(" ");
     let repr = if repr.chars().count() > LIMIT {
         let cut: String = repr.chars().take(LIMIT).collect();
@@ -111,15 +124,10 @@ pub(crate) fn received(value: &Bound<'_, PyAny>) -> String {
     } else {
         repr
     };
-    format!("{repr} ({type_name})")
+    Ok(format!("{repr} ({type_name})"))
 }
 
 /// Integers as Python prints a tuple of them: `(3,)`, `(2, 3)`, `()`.
 pub(crate) fn py_tuple<T: std::fmt::Display>(items: &[T]) -> String {
-    let inner: Vec<String> = items.iter().map(ToString::to_string).collect();
-    if inner.len() == 1 {
-        format!("({},)", inner[0])
-    } else {
-        format!("({})", inner.join(", "))
-    }
+    cai_core::PyTuple(items).to_string()
 }

@@ -3,7 +3,6 @@
 use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::Mutex;
 
 use cai_core::sync::SyncPolicy;
 use cai_core::{Descriptor, Element, Extent, Stream};
@@ -11,7 +10,7 @@ use pyo3::prelude::*;
 use pyo3::Borrowed;
 
 use crate::error::{py_tuple, received, Problem};
-use crate::parse::{Interface, Reader};
+use crate::parse::{self, Interface};
 use crate::sync::{consume, order_deferred, Caller, ConsumerStream, ImportOptions};
 
 pub(crate) mod sealed {
@@ -190,17 +189,11 @@ impl<'a, 'py, T: Element, D: Dimension, A: Access> FromPyObject<'a, 'py> for PyC
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
         let object = obj.to_owned();
         let py = object.py();
-        let parsed = Reader::strict().read_object(&object, Interface::Cuda).map_err(|e| {
-            if e.is_instance_of::<pyo3::exceptions::PyTypeError>(py)
-                && !object.hasattr("__cuda_array_interface__").unwrap_or(true)
-            {
-                Problem::type_error(format!("expected {}, received {}", expectation::<T, D, A>(), received(&object)))
-                    .into()
-            } else {
-                e
-            }
-        })?;
-        let parsed = parsed.ok_or_else(|| Problem::type_error("a strict reader returned no result"))?;
+        let Some(value) = parse::attribute(&object, Interface::Cuda)? else {
+            let message = format!("expected {}, received {}", expectation::<T, D, A>(), received(&object)?);
+            return Err(Problem::type_error(message).into());
+        };
+        let parsed = parse::parse(&value, Interface::Cuda)?;
         let d = &parsed.descriptor;
         let mismatch = |what: &str| {
             Problem::type_error(format!("expected {}, received {} ({what})", expectation::<T, D, A>(), describe(d)))
@@ -430,52 +423,69 @@ impl<T: Element, D: Dimension> PyCudaArray<'_, T, D, ReadWrite> {
     }
 }
 
-/// The memory ranges held by live extractions, to refuse overlapping read-write ones.
+/// The memory ranges held by the live extractions of each call, to refuse overlapping
+/// read-write arguments of one call.
+///
+/// A call's arguments are extracted one after the other on one thread, from the caller's
+/// Python frame, and live until the call returns; so the ranges are kept per thread and
+/// keyed by the frame that made the call. Another thread's call, and a call made from an
+/// argument's property while the arguments of the outer call are being extracted (its
+/// frame is the property's), are other calls and never conflict.
 mod registry {
+    use std::cell::RefCell;
+
     use super::*;
 
     struct Held {
         id: u64,
+        frame: usize,
         start: usize,
         end: usize,
         writable: bool,
     }
 
-    struct State {
-        next: u64,
-        held: Vec<Held>,
+    thread_local! {
+        static HELD: RefCell<(u64, Vec<Held>)> = const { RefCell::new((0, Vec::new())) };
     }
 
-    static STATE: Mutex<State> = Mutex::new(State { next: 0, held: Vec::new() });
+    /// The Python frame the current call was made from (0 outside any frame).
+    fn calling_frame() -> usize {
+        // SAFETY: called with the GIL held (an extraction); the result is only compared.
+        unsafe { pyo3::ffi::PyEval_GetFrame() as usize }
+    }
 
     /// Registers the bytes of `d`; `None` for an array that reaches no byte.
     pub(super) fn acquire(d: &Descriptor, extent: Extent, writable: bool) -> PyResult<Option<u64>> {
         if extent.is_empty() {
             return Ok(None);
         }
-        let start = d.data.wrapping_add_signed(extent.start);
-        let end = d.data.wrapping_add_signed(extent.end);
-        let mut state = STATE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(other) = state.held.iter().find(|h| h.start < end && start < h.end && (writable || h.writable)) {
-            let kinds = match (writable, other.writable) {
-                (true, true) => "two read-write arguments",
-                _ => "a read-write and a read-only argument",
-            };
-            return Err(Problem::buffer_error(format!(
-                "data: bytes 0x{start:x}..0x{end:x} overlap bytes 0x{:x}..0x{:x} of another argument of this call; \
-                 {kinds} may not share memory",
-                other.start, other.end
-            ))
-            .into());
-        }
-        state.next += 1;
-        let id = state.next;
-        state.held.push(Held { id, start, end, writable });
-        Ok(Some(id))
+        let bytes = d.byte_range_of(extent).map_err(crate::error::to_py_err)?;
+        let (start, end) = (bytes.start, bytes.end);
+        let frame = calling_frame();
+        HELD.with(|held| {
+            let (next, held) = &mut *held.borrow_mut();
+            let clash =
+                held.iter().find(|h| h.frame == frame && h.start < end && start < h.end && (writable || h.writable));
+            if let Some(other) = clash {
+                let kinds = match (writable, other.writable) {
+                    (true, true) => "two read-write arguments",
+                    _ => "a read-write and a read-only argument",
+                };
+                return Err(Problem::buffer_error(format!(
+                    "data: bytes 0x{start:x}..0x{end:x} overlap bytes 0x{:x}..0x{:x} of another argument of this \
+                     call; {kinds} may not share memory",
+                    other.start, other.end
+                ))
+                .into());
+            }
+            *next += 1;
+            held.push(Held { id: *next, frame, start, end, writable });
+            Ok(Some(*next))
+        })
     }
 
     pub(super) fn release(id: u64) {
-        let mut state = STATE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        state.held.retain(|h| h.id != id);
+        // During thread teardown the registry may be gone already: nothing to release.
+        let _ = HELD.try_with(|held| held.borrow_mut().1.retain(|h| h.id != id));
     }
 }

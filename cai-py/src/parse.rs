@@ -1,15 +1,30 @@
 //! Reading an interface dict into a [`Descriptor`], by the rules of the version it declares.
 //!
-//! One reader serves two callers: the importers, which stop at the first problem and raise
-//! it, and `cai.validate`, which notes every problem and goes on.
+//! Two typed entry points share every rule: [`parse`] (and [`read_object`]) stop at the
+//! first problem and return `PyResult<Parsed>`; [`findings`] notes every problem and
+//! returns them as messages, for `cai.validate`.
+//!
+//! # What a hostile producer can do
+//!
+//! Reading a dict runs the producer's code: `__index__` of an integer-like value,
+//! `__repr__` of a value an error message quotes, a mask's property, a `warnings` hook.
+//! That code may change or free the dict. So the values are taken as strong references
+//! in one pass over the dict during which no Python code runs, and everything after works
+//! on those references, never on the dict. Exceptions that must not be turned into a
+//! `TypeError` or a finding (anything that is not an `Exception`, and `MemoryError` and
+//! `RecursionError`) propagate unchanged. Reads that nest (a property or a mask that
+//! imports again) end in `RecursionError` after [`MAX_NESTING`] levels.
+
+use std::cell::Cell;
 
 use cai_core::{Descr, Descriptor, Error, Extent, Field, FieldType, Stream, TypeStr, CURRENT_VERSION};
-use pyo3::exceptions::{PyOverflowError, PyRuntimeWarning};
+use pyo3::exceptions::{PyMemoryError, PyOverflowError, PyRecursionError, PyRuntimeWarning};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyMapping, PyString, PyTuple};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple, PyType};
 use pyo3::{ffi, intern, Borrowed, PyTypeInfo};
 
-use crate::error::{py_tuple, received, Problem};
+use crate::error::{received, Problem};
 
 /// Which of the two interfaces a dict belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,8 +62,7 @@ impl Interface {
     }
 }
 
-/// Every key some version defines, `stream` (CUDA only) last; [`Entries::gather`] reads
-/// them in this order.
+/// Every key some version defines, `stream` (CUDA only) last.
 const KEYS: [&str; 8] = ["shape", "typestr", "descr", "data", "version", "strides", "mask", "stream"];
 
 /// A dict that passed every rule of its version.
@@ -64,236 +78,165 @@ pub(crate) struct Parsed {
     pub(crate) extent: Extent,
 }
 
-/// Where problems go: raised at once, or noted for `cai.validate`.
-pub(crate) struct Reader<'a> {
-    findings: Option<&'a mut Vec<String>>,
-    depth: u32,
+/// Why a read stopped: a problem with the dict, or an exception to propagate as it is.
+pub(crate) enum Failure {
+    Problem(Problem),
+    Raised(PyErr),
 }
 
-/// How deeply masks (and masks of masks) and nested records are followed.
-const MAX_DEPTH: u32 = 8;
-
-impl<'a> Reader<'a> {
-    /// A reader that raises the first problem.
-    pub(crate) fn strict() -> Reader<'static> {
-        Reader { findings: None, depth: 0 }
+impl From<Problem> for Failure {
+    fn from(p: Problem) -> Failure {
+        Failure::Problem(p)
     }
+}
 
-    /// A reader that notes every problem in `findings`.
-    pub(crate) fn collecting(findings: &'a mut Vec<String>) -> Reader<'a> {
-        Reader { findings: Some(findings), depth: 0 }
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        Failure::Problem(e.into())
     }
+}
 
-    fn report(&mut self, problem: Problem) -> PyResult<()> {
-        match &mut self.findings {
-            Some(f) => {
-                f.push(problem.message);
-                Ok(())
-            }
-            None => Err(problem.into()),
-        }
+impl From<PyErr> for Failure {
+    fn from(e: PyErr) -> Failure {
+        Failure::Raised(e)
     }
+}
 
-    /// `Some(value)`, or `None` after reporting the problem.
-    fn take<T>(&mut self, result: Result<T, Problem>) -> PyResult<Option<T>> {
-        match result {
-            Ok(v) => Ok(Some(v)),
-            Err(p) => self.report(p).map(|()| None),
+impl From<Failure> for PyErr {
+    fn from(f: Failure) -> PyErr {
+        match f {
+            Failure::Problem(p) => p.into(),
+            Failure::Raised(e) => e,
         }
     }
+}
 
-    /// Reads `obj`'s interface attribute and parses it. A missing attribute is a
-    /// `TypeError`; an exception raised by the attribute itself propagates.
-    pub(crate) fn read_object(&mut self, obj: &Bound<'_, PyAny>, iface: Interface) -> PyResult<Option<Parsed>> {
-        match obj.getattr_opt(iface.interned(obj.py()))? {
-            Some(dict) => self.parse(&dict, iface),
-            None => Err(no_interface(obj, iface).into()),
-        }
-    }
+/// Whether an exception raised by a producer's code must reach the caller unchanged:
+/// anything that is not an `Exception` (`KeyboardInterrupt`, `SystemExit`, ...), and
+/// `MemoryError` and `RecursionError`.
+pub(crate) fn must_propagate(py: Python<'_>, e: &PyErr) -> bool {
+    !e.is_instance_of::<pyo3::exceptions::PyException>(py)
+        || e.is_instance_of::<PyMemoryError>(py)
+        || e.is_instance_of::<PyRecursionError>(py)
+}
 
-    /// Parses an interface dict.
-    pub(crate) fn parse<'py>(&mut self, value: &Bound<'py, PyAny>, iface: Interface) -> PyResult<Option<Parsed>> {
-        let py = value.py();
-        let dict = match value.cast::<PyDict>() {
-            Ok(d) => d.clone(),
-            Err(_) if value.cast::<PyMapping>().is_ok() => PyDict::type_object(py).call1((value,))?.cast_into()?,
-            Err(_) => {
-                let message = format!("{}: expected a dict, received {}", iface.attribute(), received(value));
-                return Err(Problem::type_error(message).into());
-            }
-        };
-        let entries = Entries::gather(&dict);
+/// How many reads may nest (a property or a mask that imports the object again) before
+/// the innermost raises `RecursionError`.
+pub(crate) const MAX_NESTING: u32 = 64;
 
-        // version decides which rules apply to the rest.
-        let version_obj = entries.version.as_deref();
-        let declared = self.take(version(version_obj))?;
-        let mut rules_version = match declared {
-            Some(v) if v <= u64::from(CURRENT_VERSION) => v as u32,
-            _ => CURRENT_VERSION,
-        };
-        if iface == Interface::Host {
-            rules_version = CURRENT_VERSION;
-        }
-        if let Some(v) = declared.filter(|&v| v > u64::from(CURRENT_VERSION)) {
-            self.newer_version(&dict, iface, v)?;
-        }
-        if self.findings.is_some() && declared.is_none_or(|v| v <= u64::from(CURRENT_VERSION)) {
-            // Keys of a later version (a stream in version 2) are judged by their own rules.
-            let known = iface.keys();
-            for key in dict.keys() {
-                let is_known =
-                    key.cast::<PyString>().ok().and_then(|k| k.to_cow().ok()).is_some_and(|k| known.contains(&&*k));
-                if !is_known {
-                    let problem = Problem::value_error(format!(
-                        "{}: key {} is not defined by any version of the interface",
-                        iface.attribute(),
-                        key.repr()?
-                    ));
-                    self.report(problem)?;
-                }
-            }
-        }
-        let shape = self.take(shape(entries.shape.as_deref()))?;
-        let typestr = self.take(typestr(entries.typestr.as_deref()))?;
-        let descr = match entries.descr {
-            None => Some(None),
-            Some(v) => self.take(descr(&v).map(Some))?,
-        };
-        let data = self.take(data(entries.data.as_deref()))?;
-        let strides = self.take(strides(entries.strides.as_deref()))?;
-        let (mask, mask_obj) = match entries.mask {
-            Some(m) if !m.is_none() => match self.mask(&m, iface)? {
-                Some(parsed) => (Some(Some(Box::new(parsed.descriptor))), Some(m.to_owned().unbind())),
-                None => (None, None),
-            },
-            _ => (Some(None), None),
-        };
-        let stream = match (iface, entries.stream) {
-            (Interface::Cuda, Some(s)) => self.take(stream(&s))?,
-            _ => Some(Stream::None),
-        };
+thread_local! {
+    static NESTING: Cell<u32> = const { Cell::new(0) };
+}
 
-        let (
-            Some(shape),
-            Some(typestr),
-            Some(descr),
-            Some((data, readonly)),
-            Some(strides),
-            Some(mask),
-            Some(stream),
-            Some(declared),
-        ) = (shape, typestr, descr, data, strides, mask, stream, declared)
-        else {
-            return Ok(None);
-        };
-        let mut descriptor =
-            Descriptor { shape, strides, typestr, descr, data, readonly, version: rules_version, mask, stream };
-        let extent = match self.take(descriptor.validate().map_err(Problem::from))? {
-            Some(e) => e,
-            None => return Ok(None),
-        };
-        if descriptor.descr.as_ref().and_then(Descr::as_simple).is_some() {
-            descriptor.descr = None;
-        }
-        if self.findings.is_some() && iface == Interface::Cuda && rules_version >= 2 && extent.is_empty() && data != 0 {
-            self.report(Problem::value_error(format!(
-                "data: an empty array exports pointer 0 from version 2 on, received 0x{data:x} for shape {}",
-                py_tuple(&descriptor.shape)
-            )))?;
-        }
-        Ok(Some(Parsed { descriptor, declared_version: declared, mask: mask_obj, extent }))
-    }
+/// One level of nested reading on this thread, left on drop.
+pub(crate) struct Nesting(());
 
-    /// A dict newer than version 3: read by 3's rules (with a warning) when every key is one
-    /// that 3 knows; refused otherwise.
-    fn newer_version(&mut self, dict: &Bound<'_, PyDict>, iface: Interface, v: u64) -> PyResult<()> {
-        let allowed = iface.keys();
-        let mut unknown = Vec::new();
-        for key in dict.keys() {
-            let text = key.cast::<PyString>().ok().and_then(|k| k.to_cow().ok().map(|c| c.into_owned()));
-            if !text.as_deref().is_some_and(|k| allowed.contains(&k)) {
-                unknown.push(key.repr()?.to_string());
-            }
-        }
-        if !unknown.is_empty() {
-            return self.report(Problem::value_error(format!(
-                "version: {v} is newer than the versions this reader knows (0 to 3) and the dict carries keys \
-                 that version 3 does not define: {}",
-                unknown.join(", ")
+impl Nesting {
+    pub(crate) fn enter(iface: Interface) -> PyResult<Nesting> {
+        let depth = NESTING.with(Cell::get);
+        if depth >= MAX_NESTING {
+            return Err(PyRecursionError::new_err(format!(
+                "maximum recursion depth exceeded while reading {} ({MAX_NESTING} nested reads)",
+                iface.attribute()
             )));
         }
-        let message = format!(
-            "version: {v} is newer than the versions this reader knows (0 to 3); every key is one that version \
-             3 defines, so the dict is read by version 3's rules"
-        );
-        match &mut self.findings {
-            Some(f) => f.push(message),
-            None => {
-                let py = dict.py();
-                let cat = PyRuntimeWarning::type_object(py);
-                PyErr::warn(py, &cat, &std::ffi::CString::new(message).expect("no NUL in message"), 1)?;
-            }
-        }
-        Ok(())
-    }
-
-    fn mask(&mut self, mask: &Bound<'_, PyAny>, iface: Interface) -> PyResult<Option<Parsed>> {
-        if self.depth >= MAX_DEPTH {
-            let problem = Problem::value_error(format!("mask: masks nest deeper than {MAX_DEPTH} levels"));
-            return self.report(problem).map(|()| None);
-        }
-        let py = mask.py();
-        let Some(dict) = mask.getattr_opt(iface.interned(py))? else {
-            let problem = Problem::type_error(format!(
-                "mask: expected None or an object exporting {}, received {}",
-                iface.attribute(),
-                received(mask)
-            ));
-            return self.report(problem).map(|()| None);
-        };
-        let depth = self.depth + 1;
-        match &mut self.findings {
-            None => {
-                let mut inner = Reader { findings: None, depth };
-                inner.parse(&dict, iface).map_err(|e| {
-                    let message = format!("mask: {}", e.value(py));
-                    let problem = if e.is_instance_of::<pyo3::exceptions::PyTypeError>(py) {
-                        Problem::type_error(message)
-                    } else {
-                        Problem::value_error(message)
-                    };
-                    problem.into()
-                })
-            }
-            Some(findings) => {
-                let mut inner_findings = Vec::new();
-                let parsed = Reader { findings: Some(&mut inner_findings), depth }.parse(&dict, iface)?;
-                findings.extend(inner_findings.into_iter().map(|m| format!("mask: {m}")));
-                Ok(parsed)
-            }
-        }
+        NESTING.with(|n| n.set(depth + 1));
+        Ok(Nesting(()))
     }
 }
 
-/// The values of the keys the interface defines, found in one pass over the dict.
+impl Drop for Nesting {
+    fn drop(&mut self) {
+        NESTING.with(|n| n.set(n.get().saturating_sub(1)));
+    }
+}
+
+/// The `TypeError` for an object without the interface attribute.
+pub(crate) fn no_interface(obj: &Bound<'_, PyAny>, iface: Interface) -> PyErr {
+    let type_name = obj.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string());
+    Problem::type_error(format!("{}: objects of type '{type_name}' do not export it", iface.attribute())).into()
+}
+
+/// The interface attribute of `obj`, or `None` when it has none (an `AttributeError`);
+/// any other exception of the attribute propagates.
+pub(crate) fn attribute<'py>(obj: &Bound<'py, PyAny>, iface: Interface) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let _nesting = Nesting::enter(iface)?;
+    obj.getattr_opt(iface.interned(obj.py()))
+}
+
+/// Reads `obj`'s interface attribute and parses it. A missing attribute is a `TypeError`;
+/// an exception raised by the attribute itself propagates.
+pub(crate) fn read_object(obj: &Bound<'_, PyAny>, iface: Interface) -> PyResult<Parsed> {
+    match attribute(obj, iface)? {
+        Some(value) => parse(&value, iface),
+        None => Err(no_interface(obj, iface)),
+    }
+}
+
+/// Parses an interface dict, raising the first problem.
+pub(crate) fn parse(value: &Bound<'_, PyAny>, iface: Interface) -> PyResult<Parsed> {
+    let _nesting = Nesting::enter(iface)?;
+    let dict = as_dict(value, iface)?;
+    Ok(strict(&dict, iface)?)
+}
+
+/// Every problem of an interface value (or of the exception reading it raised), as
+/// messages; only exceptions that [must propagate](must_propagate) are raised.
+pub(crate) fn findings(py: Python<'_>, value: PyResult<Bound<'_, PyAny>>, iface: Interface) -> PyResult<Vec<String>> {
+    let mut out = Vec::new();
+    let _nesting = Nesting::enter(iface)?;
+    match value {
+        Ok(value) => collect_value(&value, iface, &mut out)?,
+        Err(e) => out.push(format!("{}: reading the attribute raised {}", iface.attribute(), exception_text(py, e)?)),
+    }
+    Ok(out)
+}
+
+/// `TypeName: message` of an exception raised by a producer, or the exception itself when
+/// it [must propagate](must_propagate).
+pub(crate) fn exception_text(py: Python<'_>, e: PyErr) -> PyResult<String> {
+    if must_propagate(py, &e) {
+        return Err(e);
+    }
+    let name = e.get_type(py).name().map_or_else(|_| "an exception".to_owned(), |n| n.to_string());
+    match e.value(py).str() {
+        Ok(text) => Ok(format!("{name}: {}", text.to_string_lossy())),
+        Err(inner) if must_propagate(py, &inner) => Err(inner),
+        Err(_) => Ok(name),
+    }
+}
+
+/// The collections.abc.Mapping class, imported once; failures (under `RecursionError`,
+/// say) are returned, never unwrapped.
+fn mapping_class(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    static MAPPING: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    MAPPING.import(py, "collections.abc", "Mapping")
+}
+
+/// The value as a dict: itself, or a copy of another mapping.
+fn as_dict<'py>(value: &Bound<'py, PyAny>, iface: Interface) -> Result<Bound<'py, PyDict>, Failure> {
+    if let Ok(d) = value.cast::<PyDict>() {
+        return Ok(d.clone());
+    }
+    let py = value.py();
+    if value.is_instance(mapping_class(py)?)? {
+        return Ok(PyDict::type_object(py).call1((value,))?.cast_into().map_err(PyErr::from)?);
+    }
+    Err(Problem::type_error(format!("{}: expected a dict, received {}", iface.attribute(), received(value)?)).into())
+}
+
+/// The values of the keys the interface defines, as strong references taken in one pass
+/// over the dict (no Python code runs during the pass, so the dict cannot change under
+/// it; afterwards it may, and these references keep the values alive).
 ///
 /// Keys are compared by identity with the interned key strings first (Python interns
 /// identifier-like literals, so a producer's keys are those very objects), then by value.
-/// No Python code runs during the pass, so the dict cannot change under it; the values are
-/// borrowed from the dict, which the caller holds.
-struct Entries<'a, 'py> {
-    shape: Option<Borrowed<'a, 'py, PyAny>>,
-    typestr: Option<Borrowed<'a, 'py, PyAny>>,
-    descr: Option<Borrowed<'a, 'py, PyAny>>,
-    data: Option<Borrowed<'a, 'py, PyAny>>,
-    version: Option<Borrowed<'a, 'py, PyAny>>,
-    strides: Option<Borrowed<'a, 'py, PyAny>>,
-    mask: Option<Borrowed<'a, 'py, PyAny>>,
-    stream: Option<Borrowed<'a, 'py, PyAny>>,
+struct Keys<'py> {
+    values: [Option<Bound<'py, PyAny>>; 8],
 }
 
-impl<'a, 'py> Entries<'a, 'py> {
-    fn gather(dict: &'a Bound<'py, PyDict>) -> Entries<'a, 'py> {
+impl<'py> Keys<'py> {
+    fn gather(dict: &Bound<'py, PyDict>) -> Keys<'py> {
         let py = dict.py();
         let names = [
             intern!(py, "shape"),
@@ -305,89 +248,331 @@ impl<'a, 'py> Entries<'a, 'py> {
             intern!(py, "mask"),
             intern!(py, "stream"),
         ];
-        let mut found: [Option<Borrowed<'a, 'py, PyAny>>; 8] = [None; 8];
+        let mut values: [Option<Bound<'py, PyAny>>; 8] = Default::default();
         let (mut pos, mut key, mut value): (ffi::Py_ssize_t, *mut ffi::PyObject, *mut ffi::PyObject) =
             (0, std::ptr::null_mut(), std::ptr::null_mut());
-        // SAFETY: `dict` is a live dict held by the caller for 'a; PyDict_Next hands out
-        // borrowed, non-null references that stay valid while the dict is unchanged, and
-        // nothing below runs Python code that could change it.
+        // SAFETY: `dict` is a live dict the caller holds; PyDict_Next hands out borrowed,
+        // non-null references, valid while the dict is unchanged, and nothing in this loop
+        // runs Python code (the comparisons read string data; `from_borrowed_ptr` only
+        // increments a reference count).
         while unsafe { ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut key, &mut value) } != 0 {
-            // SAFETY: as above.
-            let (k, v) = unsafe { (Borrowed::from_ptr(py, key), Borrowed::from_ptr(py, value)) };
-            let index = names.iter().position(|n| k.as_ptr() == n.as_ptr()).or_else(|| {
-                let key = k.cast::<PyString>().ok()?;
-                let text = key.to_cow().ok()?;
+            let index = names.iter().position(|n| key == n.as_ptr()).or_else(|| {
+                // SAFETY: as above.
+                let k = unsafe { Borrowed::from_ptr(py, key) };
+                let s = k.cast::<PyString>().ok()?;
+                let text = s.to_str().ok()?;
                 KEYS.iter().position(|t| *t == text)
             });
             if let Some(i) = index {
-                found[i] = Some(v);
+                // SAFETY: as above; the new strong reference outlives any later change.
+                values[i] = Some(unsafe { Bound::from_borrowed_ptr(py, value) });
             }
         }
-        let [shape, typestr, descr, data, version, strides, mask, stream] = found;
-        Entries { shape, typestr, descr, data, version, strides, mask, stream }
+        Keys { values }
+    }
+
+    fn get(&self, key: &str) -> Option<&Bound<'py, PyAny>> {
+        KEYS.iter().position(|k| *k == key).and_then(|i| self.values[i].as_ref())
     }
 }
 
-/// The `TypeError` for an object without the interface attribute.
-pub(crate) fn no_interface(obj: &Bound<'_, PyAny>, iface: Interface) -> Problem {
-    let type_name = obj.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string());
-    Problem::type_error(format!("{}: objects of type '{type_name}' do not export it", iface.attribute()))
+/// The version whose rules apply: the declared one, or 3 for a newer dict; always 3 for
+/// NumPy's interface (whose version numbers are its own).
+fn rules_version(declared: u64, iface: Interface) -> u32 {
+    match iface {
+        Interface::Host => CURRENT_VERSION,
+        Interface::Cuda => u32::try_from(declared).ok().filter(|&v| v <= CURRENT_VERSION).unwrap_or(CURRENT_VERSION),
+    }
 }
 
-fn missing(key: &'static str) -> Problem {
+/// The keys of `dict` (a snapshot) that no version of the interface defines, as they print.
+fn unknown_keys(dict: &Bound<'_, PyDict>, iface: Interface) -> Result<Vec<String>, Failure> {
+    let known = iface.keys();
+    let mut unknown = Vec::new();
+    for key in dict.keys() {
+        let is_known = key.cast::<PyString>().ok().and_then(|k| k.to_str().ok().map(str::to_owned));
+        if !is_known.is_some_and(|k| known.contains(&k.as_str())) {
+            unknown.push(safe_repr(&key)?);
+        }
+    }
+    Ok(unknown)
+}
+
+/// `repr(value)`, with a placeholder when it raises an ordinary exception.
+fn safe_repr(value: &Bound<'_, PyAny>) -> PyResult<String> {
+    match value.repr() {
+        Ok(r) => Ok(r.to_string_lossy().into_owned()),
+        Err(e) if must_propagate(value.py(), &e) => Err(e),
+        Err(_) => Ok("<a key whose repr() raised>".to_owned()),
+    }
+}
+
+fn newer_version_problem(v: u64, unknown: &[String]) -> Problem {
+    Problem::value_error(format!(
+        "version: {v} is newer than the versions this reader knows (0 to 3) and the dict carries keys that version \
+         3 does not define: {}",
+        unknown.join(", ")
+    ))
+}
+
+fn newer_version_notice(v: u64) -> String {
+    format!(
+        "version: {v} is newer than the versions this reader knows (0 to 3); every key is one that version 3 \
+         defines, so the dict is read by version 3's rules"
+    )
+}
+
+/// The strict read: the first problem is the result.
+fn strict(dict: &Bound<'_, PyDict>, iface: Interface) -> Result<Parsed, Failure> {
+    let py = dict.py();
+    let keys = Keys::gather(dict);
+    let declared = version(keys.get("version"))?;
+    let rules = rules_version(declared, iface);
+    if declared > u64::from(CURRENT_VERSION) && iface == Interface::Cuda {
+        let unknown = unknown_keys(dict, iface)?;
+        if !unknown.is_empty() {
+            return Err(newer_version_problem(declared, &unknown).into());
+        }
+        // A warnings hook may run any code; the values are already held.
+        let message = std::ffi::CString::new(newer_version_notice(declared)).unwrap_or_default();
+        let category = PyRuntimeWarning::type_object(py);
+        PyErr::warn(py, &category, &message, 1)?;
+    }
+    let shape = shape(keys.get("shape"))?;
+    let typestr = typestr(keys.get("typestr"))?;
+    let descr = keys.get("descr").map(descr).transpose()?;
+    let (data, readonly) = data(keys.get("data"))?;
+    let strides = strides(keys.get("strides"))?;
+    let (mask, mask_object) = match keys.get("mask").filter(|m| !m.is_none()) {
+        Some(m) => {
+            let parsed = strict_mask(m, iface)?;
+            (Some(Box::new(parsed.descriptor)), Some(m.clone().unbind()))
+        }
+        None => (None, None),
+    };
+    let stream = match (iface, keys.get("stream")) {
+        (Interface::Cuda, Some(s)) => stream(s)?,
+        _ => Stream::None,
+    };
+    let mut descriptor = Descriptor { shape, strides, typestr, descr, data, readonly, version: rules, mask, stream };
+    let extent = descriptor.validate()?;
+    simplify_descr(&mut descriptor);
+    Ok(Parsed { descriptor, declared_version: declared, mask: mask_object, extent })
+}
+
+/// A `descr` that only restates the typestr is dropped.
+fn simplify_descr(descriptor: &mut Descriptor) {
+    if descriptor.descr.as_ref().and_then(Descr::as_simple).is_some() {
+        descriptor.descr = None;
+    }
+}
+
+fn strict_mask(mask: &Bound<'_, PyAny>, iface: Interface) -> Result<Parsed, Failure> {
+    let py = mask.py();
+    let Some(value) = attribute(mask, iface)? else {
+        return Err(Problem::type_error(format!(
+            "mask: expected None or an object exporting {}, received {}",
+            iface.attribute(),
+            received(mask)?
+        ))
+        .into());
+    };
+    let e = match parse(&value, iface) {
+        Ok(parsed) => return Ok(parsed),
+        Err(e) if must_propagate(py, &e) => return Err(Failure::Raised(e)),
+        Err(e) => e,
+    };
+    let is_type_error = e.is_instance_of::<pyo3::exceptions::PyTypeError>(py);
+    let text = match e.value(py).str() {
+        Ok(text) => text.to_string_lossy().into_owned(),
+        Err(inner) if must_propagate(py, &inner) => return Err(Failure::Raised(inner)),
+        Err(_) => exception_text(py, e)?,
+    };
+    let message = format!("mask: {text}");
+    Err(if is_type_error { Problem::type_error(message) } else { Problem::value_error(message) }.into())
+}
+
+/// Notes a key's problem and goes on; an exception that must propagate stops the read.
+fn note<T>(out: &mut Vec<String>, result: Result<T, Failure>) -> PyResult<Option<T>> {
+    match result {
+        Ok(v) => Ok(Some(v)),
+        Err(Failure::Problem(p)) => {
+            out.push(p.message);
+            Ok(None)
+        }
+        Err(Failure::Raised(e)) => Err(e),
+    }
+}
+
+fn collect_value(value: &Bound<'_, PyAny>, iface: Interface, out: &mut Vec<String>) -> PyResult<()> {
+    match note(out, as_dict(value, iface))? {
+        Some(dict) => collect(&dict, iface, out),
+        None => Ok(()),
+    }
+}
+
+/// The collecting read: every problem is noted.
+fn collect(dict: &Bound<'_, PyDict>, iface: Interface, out: &mut Vec<String>) -> PyResult<()> {
+    let keys = Keys::gather(dict);
+    let declared = note(out, version(keys.get("version")))?;
+    let rules = rules_version(declared.unwrap_or(u64::from(CURRENT_VERSION)), iface);
+    let unknown = note(out, unknown_keys(dict, iface))?.unwrap_or_default();
+    match declared {
+        Some(v) if v > u64::from(CURRENT_VERSION) && iface == Interface::Cuda => {
+            if unknown.is_empty() {
+                out.push(newer_version_notice(v));
+            } else {
+                out.push(newer_version_problem(v, &unknown).message);
+            }
+        }
+        _ => {
+            // Keys of a later version (a stream in version 2) are judged by their own rules.
+            for key in &unknown {
+                out.push(format!("{}: key {key} is not defined by any version of the interface", iface.attribute()));
+            }
+        }
+    }
+    let shape = note(out, shape(keys.get("shape")))?;
+    let typestr = note(out, typestr(keys.get("typestr")))?;
+    let descr = note(out, keys.get("descr").map(descr).transpose())?;
+    let data = note(out, data(keys.get("data")))?;
+    let strides = note(out, strides(keys.get("strides")))?;
+    let mask = match keys.get("mask").filter(|m| !m.is_none()) {
+        Some(m) => collect_mask(m, iface, out)?.map(|d| Some(Box::new(d))),
+        None => Some(None),
+    };
+    let stream = match (iface, keys.get("stream")) {
+        (Interface::Cuda, Some(s)) => note(out, stream(s))?,
+        _ => Some(Stream::None),
+    };
+    let (Some(shape), Some(typestr), Some(descr), Some((data, readonly)), Some(strides), Some(mask), Some(stream)) =
+        (shape, typestr, descr, data, strides, mask, stream)
+    else {
+        return Ok(());
+    };
+    if declared.is_none() {
+        return Ok(());
+    }
+    let descriptor = Descriptor { shape, strides, typestr, descr, data, readonly, version: rules, mask, stream };
+    match descriptor.validate() {
+        Ok(extent) if iface == Interface::Cuda => {
+            if let Err(e) = descriptor.check_producer_rules(extent) {
+                out.push(e.to_string());
+            }
+        }
+        Ok(_) => {}
+        Err(e) => out.push(e.to_string()),
+    }
+    Ok(())
+}
+
+/// The mask's descriptor when it has no problem; its problems noted with a `mask: ` prefix.
+fn collect_mask(mask: &Bound<'_, PyAny>, iface: Interface, out: &mut Vec<String>) -> PyResult<Option<Descriptor>> {
+    let value = match attribute(mask, iface) {
+        Ok(Some(v)) => v,
+        Ok(None) => {
+            out.push(format!(
+                "mask: expected None or an object exporting {}, received {}",
+                iface.attribute(),
+                received(mask)?
+            ));
+            return Ok(None);
+        }
+        Err(e) => {
+            out.push(format!("mask: reading {} raised {}", iface.attribute(), exception_text(mask.py(), e)?));
+            return Ok(None);
+        }
+    };
+    let mut inner = Vec::new();
+    {
+        let _nesting = Nesting::enter(iface)?;
+        collect_value(&value, iface, &mut inner)?;
+    }
+    if !inner.is_empty() {
+        out.extend(inner.into_iter().map(|m| format!("mask: {m}")));
+        return Ok(None);
+    }
+    // No problem was found, so the strict read succeeds (and says why if it does not).
+    match parse(&value, iface) {
+        Ok(parsed) => Ok(Some(parsed.descriptor)),
+        Err(e) => {
+            out.push(format!("mask: {}", exception_text(mask.py(), e)?));
+            Ok(None)
+        }
+    }
+}
+
+fn missing(key: &'static str) -> Failure {
     Error::MissingKey { key }.into()
 }
 
-fn wrong_type(key: &'static str, expected: &'static str, value: &Bound<'_, PyAny>) -> Problem {
-    Error::WrongType { key, expected, received: received(value) }.into()
+fn wrong_type(key: &'static str, expected: &'static str, value: &Bound<'_, PyAny>) -> Failure {
+    match received(value) {
+        Ok(received) => Error::WrongType { key, expected, received }.into(),
+        Err(e) => Failure::Raised(e),
+    }
 }
 
 /// A Python integer (or an object with `__index__`, such as NumPy's integers), not a bool.
-fn integer(value: &Bound<'_, PyAny>, key: &'static str, expected: &'static str) -> Result<i128, Problem> {
+/// Exact ints are read without running any Python code.
+fn integer(value: &Bound<'_, PyAny>, key: &'static str, expected: &'static str) -> Result<i128, Failure> {
+    let py = value.py();
+    let too_big = || -> Result<i128, Failure> {
+        Err(Problem::value_error(format!("{key}: {} does not fit in 64 bits", received(value)?)).into())
+    };
     if let Ok(int) = value.cast_exact::<PyInt>() {
         if let Ok(v) = int.extract::<i64>() {
             return Ok(i128::from(v));
         }
+        return match int.extract::<u64>() {
+            Ok(v) => Ok(i128::from(v)),
+            Err(_) => too_big(),
+        };
     }
     if value.is_instance_of::<PyBool>() {
         return Err(wrong_type(key, expected, value));
     }
-    if let Ok(v) = value.extract::<i64>() {
-        return Ok(i128::from(v));
-    }
-    match value.extract::<u64>() {
+    // `__index__` runs the producer's code; `value` is held, whatever it does.
+    match value.extract::<i64>() {
         Ok(v) => Ok(i128::from(v)),
-        Err(e) if e.is_instance_of::<PyOverflowError>(value.py()) => {
-            Err(Problem::value_error(format!("{key}: {} does not fit in 64 bits", received(value))))
-        }
+        Err(e) if must_propagate(py, &e) => Err(Failure::Raised(e)),
+        Err(e) if e.is_instance_of::<PyOverflowError>(py) => match value.extract::<u64>() {
+            Ok(v) => Ok(i128::from(v)),
+            Err(e) if must_propagate(py, &e) => Err(Failure::Raised(e)),
+            Err(_) => too_big(),
+        },
         Err(_) => Err(wrong_type(key, expected, value)),
     }
 }
 
-fn version(value: Option<&Bound<'_, PyAny>>) -> Result<u64, Problem> {
+fn version(value: Option<&Bound<'_, PyAny>>) -> Result<u64, Failure> {
     let value = value.ok_or_else(|| missing("version"))?;
     let v = integer(value, "version", "an int")?;
-    u64::try_from(v).map_err(|_| Problem::value_error(format!("version: {v} is negative")))
+    u64::try_from(v).map_err(|_| Problem::value_error(format!("version: {v} is negative")).into())
 }
 
 /// The ints of a tuple, each converted by `convert` (which names the problem with a value).
+/// The tuple is held and its items cannot change, whatever `__index__` does.
 fn int_tuple<T>(
     value: &Bound<'_, PyAny>,
     key: &'static str,
     expected: &'static str,
     convert: impl Fn(i128) -> Option<T>,
-    out_of_range: impl Fn(i128) -> Problem,
-) -> Result<Vec<T>, Problem> {
-    let t = value.cast::<PyTuple>().map_err(|_| wrong_type(key, expected, value))?;
+    out_of_range: impl Fn(i128) -> Result<Failure, PyErr>,
+) -> Result<Vec<T>, Failure> {
+    let Ok(t) = value.cast::<PyTuple>() else { return Err(wrong_type(key, expected, value)) };
     let mut out = Vec::with_capacity(t.len());
     for item in t.iter_borrowed() {
         let n = integer(&item, key, expected)?;
-        out.push(convert(n).ok_or_else(|| out_of_range(n))?);
+        match convert(n) {
+            Some(v) => out.push(v),
+            None => return Err(out_of_range(n)?),
+        }
     }
     Ok(out)
 }
 
-fn shape(value: Option<&Bound<'_, PyAny>>) -> Result<Vec<usize>, Problem> {
+fn shape(value: Option<&Bound<'_, PyAny>>) -> Result<Vec<usize>, Failure> {
     const EXPECTED: &str = "a tuple of non-negative ints";
     let value = value.ok_or_else(|| missing("shape"))?;
     int_tuple(
@@ -397,12 +582,12 @@ fn shape(value: Option<&Bound<'_, PyAny>>) -> Result<Vec<usize>, Problem> {
         |n| usize::try_from(n).ok(),
         |n| {
             let what = if n < 0 { "is negative" } else { "exceeds the address space" };
-            Problem::value_error(format!("shape: {} has a dimension that {what}: {n}", received(value)))
+            Ok(Problem::value_error(format!("shape: {} has a dimension that {what}: {n}", received(value)?)).into())
         },
     )
 }
 
-fn strides(value: Option<&Bound<'_, PyAny>>) -> Result<Option<Vec<isize>>, Problem> {
+fn strides(value: Option<&Bound<'_, PyAny>>) -> Result<Option<Vec<isize>>, Failure> {
     match value {
         None => Ok(None),
         Some(v) if v.is_none() => Ok(None),
@@ -411,65 +596,48 @@ fn strides(value: Option<&Bound<'_, PyAny>>) -> Result<Option<Vec<isize>>, Probl
             "strides",
             "None or a tuple of ints",
             |n| isize::try_from(n).ok(),
-            |n| Problem::value_error(format!("strides: {} has a stride outside the address space: {n}", received(v))),
+            |n| {
+                let message = format!("strides: {} has a stride outside the address space: {n}", received(v)?);
+                Ok(Problem::value_error(message).into())
+            },
         )
         .map(Some),
     }
 }
 
-/// The last few typestr objects read and what they parse to, so that a producer that
-/// exports the same string object every time (a literal, an interned string) is not
-/// re-parsed. Holding the strings keeps their addresses from being reused.
-const TYPESTR_CACHE: usize = 4;
-
-thread_local! {
-    static TYPESTRS: std::cell::RefCell<Vec<(Py<PyString>, TypeStr)>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-fn typestr(value: Option<&Bound<'_, PyAny>>) -> Result<TypeStr, Problem> {
+fn typestr(value: Option<&Bound<'_, PyAny>>) -> Result<TypeStr, Failure> {
+    const EXPECTED: &str = "a str such as '<f4'";
     let value = value.ok_or_else(|| missing("typestr"))?;
-    let cached = TYPESTRS.with(|c| c.borrow().iter().find(|(s, _)| value.is(s)).map(|(_, t)| *t));
-    if let Some(t) = cached {
-        return Ok(t);
+    let Ok(s) = value.cast::<PyString>() else { return Err(wrong_type("typestr", EXPECTED, value)) };
+    match s.to_str() {
+        Ok(text) => Ok(TypeStr::parse(text)?),
+        Err(_) => Err(Error::Typestr {
+            value: s.to_string_lossy().into_owned(),
+            reason: "it is not valid Unicode text (a lone surrogate)".to_owned(),
+        }
+        .into()),
     }
-    let parsed = parse_typestr(value)?;
-    if let Ok(s) = value.cast::<PyString>() {
-        TYPESTRS.with(|c| {
-            let mut c = c.borrow_mut();
-            if c.len() == TYPESTR_CACHE {
-                c.remove(0);
-            }
-            c.push((s.clone().unbind(), parsed));
-        });
-    }
-    Ok(parsed)
 }
 
-fn parse_typestr(value: &Bound<'_, PyAny>) -> Result<TypeStr, Problem> {
-    let s = value.cast::<PyString>().map_err(|_| wrong_type("typestr", "a str such as '<f4'", value))?;
-    let text = s.to_cow().map_err(|_| wrong_type("typestr", "a str such as '<f4'", value))?;
-    Ok(TypeStr::parse(&text)?)
-}
-
-fn data(value: Option<&Bound<'_, PyAny>>) -> Result<(usize, bool), Problem> {
+fn data(value: Option<&Bound<'_, PyAny>>) -> Result<(usize, bool), Failure> {
     const EXPECTED: &str = "a (pointer: int, readonly: bool) tuple";
     let value = value.ok_or_else(|| missing("data"))?;
-    let t = value.cast::<PyTuple>().map_err(|_| wrong_type("data", EXPECTED, value))?;
-    if t.len() != 2 {
+    let pair = value.cast::<PyTuple>().ok().filter(|t| t.len() == 2);
+    let Some(t) = pair else { return Err(wrong_type("data", EXPECTED, value)) };
+    let (Ok(ptr), Ok(readonly)) = (t.get_borrowed_item(0), t.get_borrowed_item(1)) else {
         return Err(wrong_type("data", EXPECTED, value));
-    }
-    let ptr = t.get_borrowed_item(0).map_err(|_| wrong_type("data", EXPECTED, value))?;
-    let readonly = t.get_borrowed_item(1).map_err(|_| wrong_type("data", EXPECTED, value))?;
+    };
+    let Ok(readonly) = readonly.cast::<PyBool>() else { return Err(wrong_type("data", EXPECTED, value)) };
+    let readonly = readonly.is_true();
     let ptr = integer(&ptr, "data", EXPECTED)?;
     let ptr = usize::try_from(ptr).map_err(|_| {
         let what = if ptr < 0 { "is negative" } else { "exceeds the address space" };
         Problem::value_error(format!("data: the pointer {what}: {ptr}"))
     })?;
-    let readonly = readonly.cast::<PyBool>().map_err(|_| wrong_type("data", EXPECTED, value))?.is_true();
     Ok((ptr, readonly))
 }
 
-fn stream(value: &Bound<'_, PyAny>) -> Result<Stream, Problem> {
+fn stream(value: &Bound<'_, PyAny>) -> Result<Stream, Failure> {
     if value.is_none() {
         return Ok(Stream::None);
     }
@@ -480,64 +648,89 @@ fn stream(value: &Bound<'_, PyAny>) -> Result<Stream, Problem> {
     Ok(Stream::from_raw(Some(raw))?)
 }
 
-fn descr(value: &Bound<'_, PyAny>) -> Result<Descr, Problem> {
-    let list =
-        value.cast::<PyList>().map_err(|_| wrong_type("descr", "a list of (name, type[, shape]) tuples", value))?;
-    let invalid = |reason: String| -> Problem {
-        let text = value.repr().map_or_else(|_| "<unprintable>".to_owned(), |r| r.to_string());
-        Error::Descr { value: text, reason }.into()
+fn descr(value: &Bound<'_, PyAny>) -> Result<Descr, Failure> {
+    let Ok(list) = value.cast::<PyList>() else {
+        return Err(wrong_type("descr", "a list of (name, type[, shape]) tuples", value));
     };
-    descr_list(list, 0).map_err(invalid)
+    match descr_list(list, 0)? {
+        Ok(descr) => Ok(descr),
+        Err(reason) => Err(Error::Descr { value: received_repr(value)?, reason }.into()),
+    }
 }
 
-fn descr_list(list: &Bound<'_, PyList>, depth: u32) -> Result<Descr, String> {
-    if depth > 32 {
-        return Err("records nest deeper than 32 levels".to_owned());
+/// `repr(value)` for a message, with a placeholder for an ordinary exception.
+fn received_repr(value: &Bound<'_, PyAny>) -> PyResult<String> {
+    match value.repr() {
+        Ok(r) => Ok(r.to_string_lossy().into_owned()),
+        Err(e) if must_propagate(value.py(), &e) => Err(e),
+        Err(_) => Ok("<a value whose repr() raised>".to_owned()),
     }
+}
+
+/// The record a descr list describes, or why it is invalid; exceptions that must
+/// propagate are the outer error. Lists are read item by item with strong references
+/// (a `__repr__` called for a message may change the list).
+fn descr_list(list: &Bound<'_, PyList>, depth: u32) -> PyResult<Result<Descr, String>> {
+    if depth > 32 {
+        return Ok(Err("records nest deeper than 32 levels".to_owned()));
+    }
+    let str_of =
+        |o: &Bound<'_, PyAny>| -> Option<String> { o.cast::<PyString>().ok()?.to_str().ok().map(str::to_owned) };
     let mut fields = Vec::with_capacity(list.len());
     for (i, entry) in list.iter().enumerate() {
-        let t = entry
-            .cast::<PyTuple>()
-            .map_err(|_| format!("entry {i} is {}, not a (name, type[, shape]) tuple", received(&entry)))?;
-        if !(2..=3).contains(&t.len()) {
-            return Err(format!("entry {i} has {} items, not 2 or 3", t.len()));
-        }
-        let item = |j: usize| t.get_item(j).map_err(|e| e.to_string());
-        let name_obj = item(0)?;
-        let str_of = |o: &Bound<'_, PyAny>| -> Option<String> {
-            o.cast::<PyString>().ok()?.to_cow().ok().map(|c| c.into_owned())
+        let Some(t) = entry.cast::<PyTuple>().ok() else {
+            return Ok(Err(format!("entry {i} is {}, not a (name, type[, shape]) tuple", received(&entry)?)));
         };
-        let (title, name) = if let Some(name) = str_of(&name_obj) {
+        if !(2..=3).contains(&t.len()) {
+            return Ok(Err(format!("entry {i} has {} items, not 2 or 3", t.len())));
+        }
+        let items: Vec<Bound<'_, PyAny>> = t.iter().collect();
+        let name_obj = &items[0];
+        let (title, name) = if let Some(name) = str_of(name_obj) {
             (None, name)
         } else {
             let pair = name_obj.cast::<PyTuple>().ok().filter(|p| p.len() == 2);
             let parts = pair.and_then(|p| Some((str_of(&p.get_item(0).ok()?)?, str_of(&p.get_item(1).ok()?)?)));
-            let (title, name) = parts.ok_or_else(|| {
-                format!("entry {i}: the name {} is neither a str nor a (title, name) pair", received(&name_obj))
-            })?;
+            let Some((title, name)) = parts else {
+                return Ok(Err(format!(
+                    "entry {i}: the name {} is neither a str nor a (title, name) pair",
+                    received(name_obj)?
+                )));
+            };
             (Some(title), name)
         };
-        let ty_obj = item(1)?;
-        let ty = if let Some(text) = str_of(&ty_obj) {
-            FieldType::Scalar(TypeStr::parse(&text).map_err(|e| format!("field {name:?}: {e}"))?)
+        let ty_obj = &items[1];
+        let ty = if let Some(text) = str_of(ty_obj) {
+            match TypeStr::parse(&text) {
+                Ok(t) => FieldType::Scalar(t),
+                Err(e) => return Ok(Err(format!("field {name:?}: {e}"))),
+            }
         } else if let Ok(nested) = ty_obj.cast::<PyList>() {
-            FieldType::Record(descr_list(nested, depth + 1)?)
+            match descr_list(nested, depth + 1)? {
+                Ok(d) => FieldType::Record(d),
+                Err(reason) => return Ok(Err(reason)),
+            }
         } else {
-            return Err(format!("field {name:?}: the type {} is neither a typestr nor a list", received(&ty_obj)));
+            return Ok(Err(format!("field {name:?}: the type {} is neither a typestr nor a list", received(ty_obj)?)));
         };
         let mut shape = Vec::new();
-        if t.len() == 3 {
-            let s = item(2)?;
-            let bad = || format!("field {name:?}: the shape {} is not a tuple of non-negative ints", received(&s));
-            let st = s.cast::<PyTuple>().map_err(|_| bad())?;
+        if let Some(s) = items.get(2) {
+            let bad = || -> PyResult<String> {
+                Ok(format!("field {name:?}: the shape {} is not a tuple of non-negative ints", received(s)?))
+            };
+            let Ok(st) = s.cast::<PyTuple>() else { return Ok(Err(bad()?)) };
             for d in st.iter() {
-                if d.is_instance_of::<PyBool>() || !d.is_instance_of::<PyInt>() {
-                    return Err(bad());
+                let n = match d.cast_exact::<PyInt>() {
+                    Ok(int) => int.extract::<usize>().ok(),
+                    Err(_) => None,
+                };
+                match n {
+                    Some(n) => shape.push(n),
+                    None => return Ok(Err(bad()?)),
                 }
-                shape.push(d.extract::<usize>().map_err(|_| bad())?);
             }
         }
         fields.push(Field { name, title, ty, shape });
     }
-    Ok(Descr::new(fields))
+    Ok(Ok(Descr::new(fields)))
 }

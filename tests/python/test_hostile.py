@@ -1,0 +1,405 @@
+"""Hostile producers: Python code that runs while cai reads an interface (an `__index__`,
+a `__repr__`, a property, a warnings hook) and changes or frees what cai reads, recursion
+through properties and masks, exceptions that must propagate, and the extractors' overlap
+check across threads and re-entry.
+
+Each scenario runs in a fresh interpreter, so that a crash is a failed test, not a dead
+test run. `scripts/test` runs this module against the debug build and again against the
+release build.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+HERE = os.path.dirname(__file__)
+
+PRELUDE = textwrap.dedent(
+    """
+    import gc, sys, threading, warnings
+    import cai, cai_fixtures as fx
+
+    PTR = 0x7F0000000000
+
+    class P:
+        '''A producer whose property returns the global `d` (or what `get` returns).'''
+        def __init__(self, get=None, host=False):
+            self.get = get or (lambda: d)
+            self.host = host
+        @property
+        def __cuda_array_interface__(self):
+            if self.host:
+                raise AttributeError("__cuda_array_interface__")
+            return self.get()
+        @property
+        def __array_interface__(self):
+            if not self.host:
+                raise AttributeError("__array_interface__")
+            return self.get()
+
+    def outcome(call):
+        try:
+            r = call()
+        except Exception as e:
+            return type(e).__name__
+        gc.collect()
+        return "ok" if not isinstance(r, list) else f"findings:{len(r)}"
+
+    def entries(make):
+        '''The outcome of every entry point on a fresh hostile dict from `make()`.'''
+        global d
+        out = {}
+        for name, call in [
+            ("as_cuda_array", lambda: cai.as_cuda_array(P())),
+            ("from_cuda_array_interface", lambda: cai.from_cuda_array_interface(d)),
+            ("validate", lambda: cai.validate(P())),
+            ("extractor", lambda: fx.describe_f32(P())),
+        ]:
+            d = make()
+            out[name] = outcome(call)
+        d = make()
+        out["as_array"] = outcome(lambda: cai.as_array(P(host=True)))
+        return out
+    """
+)
+
+
+def run(code, timeout=120):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAI_")}
+    # The pointers and streams here are made up: no driver may touch them.
+    env.update(CAI_CHECK_POINTERS="0", CAI_IMPORT_SYNC="ignore", PYTHONFAULTHANDLER="1")
+    r = subprocess.run(
+        [sys.executable, "-c", PRELUDE + textwrap.dedent(code)], cwd=HERE, env=env, capture_output=True, text=True, timeout=timeout
+    )
+    output = r.stdout + r.stderr
+    assert r.returncode == 0, f"the interpreter died or failed (exit {r.returncode}):\n{output[-4000:]}"
+    assert "PanicException" not in output and "panicked" not in output, output[-4000:]
+    return r.stdout
+
+
+def results(code):
+    """The dict the scenario prints last."""
+    lines = run(code).strip().splitlines()
+    return eval(lines[-1])  # noqa: S307 - our own subprocess's repr of a dict
+
+
+# -- the dict changes or goes away while it is read -------------------------------------------
+
+CLEARING = {
+    "version": "{'version': Clear(3), 'shape': (n, 5), 'typestr': '<f' + str(n), 'data': (PTR + n, False)}",
+    "shape item": "{'version': 3, 'shape': (Clear(n), 5), 'typestr': '<f' + str(n), 'data': (PTR + n, False)}",
+    "data pointer": "{'version': 3, 'shape': (n, 5), 'typestr': '<f' + str(n), 'data': (Clear(PTR + n), False)}",
+    "strides item": "{'version': 3, 'shape': (n, 5), 'typestr': '<f' + str(n), 'data': (PTR + n, False), 'strides': (Clear(20), 4)}",
+    "stream": "{'version': 3, 'shape': (n, 5), 'typestr': '<f' + str(n), 'data': (PTR + n, False), 'stream': Clear(7)}",
+}
+
+
+@pytest.mark.parametrize("where", list(CLEARING))
+def test_an_index_that_clears_the_dict(where):
+    # The values are computed, so that clearing the dict frees them: the issue's reproducer.
+    out = results(
+        f"""
+        class Clear:
+            def __init__(self, v): self.v = v
+            def __index__(self):
+                d.clear(); gc.collect()
+                return self.v
+        n = 4
+        print(entries(lambda: {CLEARING[where]}))
+        """
+    )
+    # What was read before the dict changed is what counts: every entry point succeeds.
+    expected = {"as_cuda_array": "ok", "from_cuda_array_interface": "ok", "validate": "findings:0", "extractor": "ok", "as_array": "ok"}
+    if where == "stream":
+        expected["as_array"] = "ok"  # NumPy's interface has no stream: the key is ignored
+    assert out == expected
+
+
+def test_a_repr_that_clears_the_dict_while_a_message_is_formatted():
+    out = results(
+        """
+        class Loud:
+            def __repr__(self):
+                d.clear(); gc.collect()
+                return "<loud>"
+        print(entries(lambda: {"version": 3, "shape": (4,), "typestr": Loud(), "data": (PTR + 4, False)}))
+        """
+    )
+    assert out == {"as_cuda_array": "TypeError", "from_cuda_array_interface": "TypeError", "validate": "findings:1", "extractor": "TypeError", "as_array": "TypeError"}
+
+
+def test_a_descr_entry_whose_repr_clears_the_dict():
+    out = results(
+        """
+        class Loud:
+            def __repr__(self):
+                d.clear(); gc.collect()
+                return "<loud>"
+        make = lambda: {"version": 3, "shape": (4,), "typestr": "|V8", "data": (PTR, False), "descr": [("a", "<f4"), Loud()]}
+        print(entries(make))
+        """
+    )
+    assert out == {"as_cuda_array": "ValueError", "from_cuda_array_interface": "ValueError", "validate": "findings:1", "extractor": "ValueError", "as_array": "ValueError"}
+
+
+def test_a_warnings_hook_that_clears_the_dict():
+    out = results(
+        """
+        warnings.simplefilter("always")
+        def hook(*args, **kwargs):
+            d.clear(); gc.collect()
+        warnings.showwarning = hook
+        n = 4
+        print(entries(lambda: {"version": 4, "shape": (n, 5), "typestr": "<f" + str(n), "data": (PTR + n, False), "stream": None}))
+        """
+    )
+    assert out["as_cuda_array"] == out["from_cuda_array_interface"] == out["extractor"] == "ok"
+    assert out["validate"] == "findings:1"  # the notice that version 4 is read by 3's rules
+
+
+def test_a_mask_property_that_clears_the_outer_dict():
+    out = results(
+        """
+        class Mask:
+            @property
+            def __cuda_array_interface__(self):
+                d.clear(); gc.collect()
+                return {"version": 3, "shape": (4,), "typestr": "|b1", "data": (PTR + 4096, False)}
+        n = 4
+        print(entries(lambda: {"version": 3, "shape": (n,), "typestr": "<f" + str(n), "data": (PTR + n, False), "mask": Mask()}))
+        """
+    )
+    assert out["as_cuda_array"] == out["from_cuda_array_interface"] == "ok"
+    assert out["validate"] == "findings:0"
+
+
+def test_a_mapping_that_changes_while_it_is_copied():
+    out = results(
+        """
+        from collections.abc import Mapping
+        class Shifty(Mapping):
+            def __init__(self): self.calls = 0
+            def __getitem__(self, k):
+                self.calls += 1
+                return {"version": 3, "shape": (4,), "typestr": "<f4", "data": (PTR, False)}[k]
+            def __iter__(self): return iter(["version", "shape", "typestr", "data"])
+            def __len__(self):
+                gc.collect()
+                return 4
+        print(entries(Shifty))
+        """
+    )
+    assert out == {"as_cuda_array": "ok", "from_cuda_array_interface": "ok", "validate": "findings:0", "extractor": "ok", "as_array": "ok"}
+
+
+def test_a_producer_freed_by_its_own_index():
+    out = results(
+        """
+        class Ghost:
+            def __index__(self):
+                global holder
+                holder = None; gc.collect()
+                return 4
+        holder = None
+        def make():
+            global holder
+            holder = {"version": 3, "shape": (Ghost(),), "typestr": "<f" + str(4), "data": (PTR + 4, False)}
+            return holder
+        print(entries(make))
+        """
+    )
+    assert set(out.values()) <= {"ok", "findings:0"}
+
+
+# -- recursion -------------------------------------------------------------------------------------
+
+
+def test_a_property_that_validates_itself_ends_in_recursion_error():
+    out = run(
+        """
+        class R:
+            __cuda_array_interface__ = property(lambda s: cai.validate(s))
+        print(outcome(lambda: cai.validate(R())))
+        """
+    )
+    assert out.split() == ["RecursionError"]
+
+
+@pytest.mark.parametrize("entry", ["as_cuda_array", "validate", "extractor"])
+def test_a_mask_that_imports_the_outer_object_ends_in_recursion_error(entry):
+    out = run(
+        f"""
+        class Outer:
+            @property
+            def __cuda_array_interface__(self):
+                return {{"version": 3, "shape": (4,), "typestr": "<f4", "data": (PTR, False), "mask": Mask()}}
+        class Mask:
+            @property
+            def __cuda_array_interface__(self):
+                cai.as_cuda_array(Outer())
+                return {{"version": 3, "shape": (4,), "typestr": "|b1", "data": (PTR, False)}}
+        call = {{"as_cuda_array": lambda: cai.as_cuda_array(Outer()), "validate": lambda: cai.validate(Outer()),
+                "extractor": lambda: fx.describe_f32(Outer())}}["{entry}"]
+        print(outcome(call))
+        """
+    )
+    assert out.split() == ["RecursionError"]
+
+
+def test_deep_recursion_at_a_high_recursion_limit_does_not_overflow_the_c_stack():
+    out = run(
+        """
+        sys.setrecursionlimit(100000)
+        threading.stack_size(64 << 20)
+        class R:
+            __cuda_array_interface__ = property(lambda s: cai.as_cuda_array(s))
+        result = []
+        t = threading.Thread(target=lambda: result.append(outcome(lambda: cai.as_cuda_array(R()))))
+        t.start(); t.join()
+        print(result[0])
+        """
+    )
+    assert out.split() == ["RecursionError"]
+
+
+# -- exceptions that must propagate unchanged ----------------------------------------------------
+
+
+@pytest.mark.parametrize("exc", ["KeyboardInterrupt", "SystemExit", "MemoryError", "GeneratorExit"])
+@pytest.mark.parametrize("where", ["__index__", "__repr__", "property", "mask property", "descr entry __repr__"])
+def test_exceptions_that_are_not_ordinary_propagate_unchanged(exc, where):
+    code = f"""
+        class Boom:
+            def __index__(self): raise {exc}("boom")
+            def __repr__(self): raise {exc}("boom")
+        class Mask:
+            @property
+            def __cuda_array_interface__(self): raise {exc}("boom")
+        base = {{"version": 3, "shape": (4,), "typestr": "<f4", "data": (PTR, False)}}
+        where = "{where}"
+        def make():
+            if where == "__index__": return dict(base, version=Boom())
+            if where == "__repr__": return dict(base, typestr=Boom())
+            if where == "mask property": return dict(base, mask=Mask())
+            if where == "descr entry __repr__": return dict(base, typestr="|V8", descr=[("a", "<f4"), Boom()])
+            return None
+        def raising():
+            raise {exc}("boom")
+        out = {{}}
+        for name, call in [
+            ("as_cuda_array", lambda: cai.as_cuda_array(P(get=raising if where == "property" else make))),
+            ("validate", lambda: cai.validate(P(get=raising if where == "property" else make))),
+            ("extractor", lambda: fx.describe_f32(P(get=raising if where == "property" else make))),
+            ("as_array", lambda: cai.as_array(P(get=raising if where == "property" else make, host=True))),
+        ]:
+            try:
+                call()
+                out[name] = "no exception"
+            except BaseException as e:
+                out[name] = type(e).__name__ + ":" + str(e)
+        print(out)
+        """
+    out = results(code)
+    if where == "mask property":
+        del out["as_array"]  # NumPy's interface: cai reads masks of the CUDA interface only
+    assert set(out.values()) == {f"{exc}:boom"}, out
+
+
+# -- validate's contract -----------------------------------------------------------------------------
+
+
+def test_validate_reports_every_problem_of_an_object_with_an_interface():
+    out = results(
+        """
+        class BadKey(str):
+            def __repr__(self): raise ValueError("no repr")
+        class BadMask:
+            @property
+            def __cuda_array_interface__(self): raise ValueError("mask broke")
+        base = {"version": 3, "shape": (4,), "typestr": "<f4", "data": (PTR, False)}
+        print({
+            "not a dict": cai.validate(P(get=lambda: [1, 2])),
+            "raising mask": cai.validate(P(get=lambda: dict(base, mask=BadMask()))),
+            "key with a raising repr": cai.validate(P(get=lambda: dict(base, **{BadKey("extra"): 1}))),
+            "raising property": cai.validate(P(get=lambda: 1 / 0)),
+            "no interface": outcome(lambda: cai.validate(object())),
+        })
+        """
+    )
+    assert out["not a dict"] == ["__cuda_array_interface__: expected a dict, received [1, 2] (list)"]
+    assert out["raising mask"] == ["mask: reading __cuda_array_interface__ raised ValueError: mask broke"]
+    assert out["key with a raising repr"] == [
+        "__cuda_array_interface__: key <a key whose repr() raised> is not defined by any version of the interface"
+    ]
+    assert out["raising property"] == ["__cuda_array_interface__: reading the attribute raised ZeroDivisionError: division by zero"]
+    assert out["no interface"] == "TypeError"
+
+
+# -- arithmetic ----------------------------------------------------------------------------------------
+
+
+def test_element_counts_do_not_depend_on_dimension_order():
+    out = results(
+        """
+        def attempt(shape, typestr="<f8"):
+            try:
+                v = cai.from_cuda_array_interface({"version": 3, "shape": shape, "typestr": typestr, "data": (0, False)})
+                return ("ok", v.strides, v.nbytes, v.size, v.is_c_contiguous, v.is_f_contiguous)
+            except ValueError as e:
+                return ("ValueError", str(e).split(":")[0])
+        print({str(s): attempt(s) for s in [(0, 2**63, 2), (2, 2**63, 0), (0, 2**62), (2**62, 0), (0, 2**40, 2), (2, 2**40, 0)]})
+        """
+    )
+    for shape in ["(0, 9223372036854775808, 2)", "(2, 9223372036854775808, 0)", "(0, 4611686018427387904)", "(4611686018427387904, 0)"]:
+        assert out[shape] == ("ValueError", "shape"), shape
+    assert out["(0, 1099511627776, 2)"] == ("ok", (2**44, 16, 8), 0, 0, True, True)
+    assert out["(2, 1099511627776, 0)"] == ("ok", (2**43, 8, 8), 0, 0, True, True)
+
+
+def test_a_typestr_with_a_lone_surrogate_is_a_value_error():
+    out = run(
+        """
+        try:
+            cai.from_cuda_array_interface({"version": 3, "shape": (1,), "typestr": "<f\\ud800", "data": (PTR, False)})
+        except ValueError as e:
+            print("ValueError", str(e)[:9])
+        """
+    )
+    assert out.split() == ["ValueError", "typestr:"]
+
+
+# -- the extractors' overlap check is per call -------------------------------------------------------
+
+
+def test_overlap_is_a_property_of_one_call_not_of_the_process():
+    out = results(
+        """
+        def dev(ptr, n=16, readonly=False):
+            return P(get=lambda: {"version": 3, "shape": (n,), "typestr": "<f4", "data": (ptr, readonly)})
+        entered, release = threading.Event(), threading.Event()
+        def slow():
+            entered.set()
+            release.wait(10)
+            return {"version": 3, "shape": (16,), "typestr": "<f4", "data": (PTR + 4096, False)}
+        result = {}
+        # Thread A is inside add_into(out, a): `out` is held for writing while `a` is read.
+        t = threading.Thread(target=lambda: result.__setitem__("A", outcome(lambda: fx.add_into(dev(PTR), P(get=slow)))))
+        t.start()
+        entered.wait(10)
+        # Another thread's call on the same memory is another call.
+        result["B"] = outcome(lambda: fx.add_into(dev(PTR), dev(PTR + 1024)))
+        release.set(); t.join()
+        # Re-entry: the second argument's property calls add_into on the first's memory.
+        def reenter():
+            result["inner"] = outcome(lambda: fx.add_into(dev(PTR), dev(PTR + 1024)))
+            return {"version": 3, "shape": (16,), "typestr": "<f4", "data": (PTR + 4096, False)}
+        result["outer"] = outcome(lambda: fx.add_into(dev(PTR), P(get=reenter)))
+        # Within one call, overlap is still refused.
+        result["same call"] = outcome(lambda: fx.add_into(dev(PTR), dev(PTR + 32)))
+        print(result)
+        """
+    )
+    assert out == {"A": "ok", "B": "ok", "inner": "ok", "outer": "ok", "same call": "BufferError"}
