@@ -141,7 +141,8 @@ impl Access for ReadWrite {
 pub struct PyCudaArray<'py, T: Element, D: Dimension = IxDyn, A: Access = ReadOnly> {
     object: Bound<'py, PyAny>,
     descriptor: Descriptor,
-    strides: Vec<isize>,
+    /// C-order strides, computed when first asked for (the descriptor's own otherwise).
+    c_strides: std::cell::OnceCell<Vec<isize>>,
     extent: Extent,
     borrow: Option<u64>,
     policy: SyncPolicy,
@@ -233,13 +234,11 @@ impl<'a, 'py, T: Element, D: Dimension, A: Access> FromPyObject<'a, 'py> for PyC
         };
         let device = consume(py, &parsed, &options)?;
         let pending = !parsed.descriptor.stream.is_none() && config.import_sync != SyncPolicy::Ignore;
-        let d = &parsed.descriptor;
-        let strides = d.strides().map_err(crate::error::to_py_err)?.into_owned();
         let borrow = registry::acquire(&parsed.descriptor, parsed.extent, A::WRITABLE)?;
         Ok(PyCudaArray {
             object,
             descriptor: parsed.descriptor,
-            strides,
+            c_strides: std::cell::OnceCell::new(),
             extent: parsed.extent,
             borrow,
             policy: config.import_sync,
@@ -316,13 +315,19 @@ impl<'py, T: Element, D: Dimension, A: Access> PyCudaArray<'py, T, D, A> {
 
     /// Strides in bytes, one per dimension (computed for a C-contiguous array).
     pub fn strides(&self) -> &[isize] {
-        &self.strides
+        match &self.descriptor.strides {
+            Some(s) => s,
+            // Validation bounded the C-order strides (NumPy's size rule), so they fit.
+            None => {
+                self.c_strides.get_or_init(|| self.descriptor.strides().map(|s| s.into_owned()).unwrap_or_default())
+            }
+        }
     }
 
     /// Strides in elements of `T`.
     pub fn element_strides(&self) -> Vec<isize> {
         let size = isize::try_from(self.descriptor.itemsize()).unwrap_or(isize::MAX).max(1);
-        self.strides.iter().map(|s| s / size).collect()
+        self.strides().iter().map(|s| s / size).collect()
     }
 
     /// The number of elements.

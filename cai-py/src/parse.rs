@@ -79,34 +79,43 @@ pub(crate) struct Parsed {
 }
 
 /// Why a read stopped: a problem with the dict, or an exception to propagate as it is.
-pub(crate) enum Failure {
+/// Boxed, so that the results of the readers stay small on the success path.
+pub(crate) struct Failure(Box<Why>);
+
+enum Why {
     Problem(Problem),
     Raised(PyErr),
 }
 
+impl Failure {
+    fn raised(e: PyErr) -> Failure {
+        Failure(Box::new(Why::Raised(e)))
+    }
+}
+
 impl From<Problem> for Failure {
     fn from(p: Problem) -> Failure {
-        Failure::Problem(p)
+        Failure(Box::new(Why::Problem(p)))
     }
 }
 
 impl From<Error> for Failure {
     fn from(e: Error) -> Failure {
-        Failure::Problem(e.into())
+        Problem::from(e).into()
     }
 }
 
 impl From<PyErr> for Failure {
     fn from(e: PyErr) -> Failure {
-        Failure::Raised(e)
+        Failure::raised(e)
     }
 }
 
 impl From<Failure> for PyErr {
     fn from(f: Failure) -> PyErr {
-        match f {
-            Failure::Problem(p) => p.into(),
-            Failure::Raised(e) => e,
+        match *f.0 {
+            Why::Problem(p) => p.into(),
+            Why::Raised(e) => e,
         }
     }
 }
@@ -235,19 +244,26 @@ struct Keys<'py> {
     values: [Option<Bound<'py, PyAny>>; 8],
 }
 
+/// Indices into [`KEYS`] and [`Keys`].
+const SHAPE: usize = 0;
+const TYPESTR: usize = 1;
+const DESCR: usize = 2;
+const DATA: usize = 3;
+const VERSION: usize = 4;
+const STRIDES: usize = 5;
+const MASK: usize = 6;
+const STREAM: usize = 7;
+
+/// [`KEYS`] as interned Python strings, made once.
+fn interned_keys(py: Python<'_>) -> &[Py<PyString>; 8] {
+    static NAMES: PyOnceLock<[Py<PyString>; 8]> = PyOnceLock::new();
+    NAMES.get_or_init(py, || KEYS.map(|k| PyString::intern(py, k).unbind()))
+}
+
 impl<'py> Keys<'py> {
     fn gather(dict: &Bound<'py, PyDict>) -> Keys<'py> {
         let py = dict.py();
-        let names = [
-            intern!(py, "shape"),
-            intern!(py, "typestr"),
-            intern!(py, "descr"),
-            intern!(py, "data"),
-            intern!(py, "version"),
-            intern!(py, "strides"),
-            intern!(py, "mask"),
-            intern!(py, "stream"),
-        ];
+        let names = interned_keys(py);
         let mut values: [Option<Bound<'py, PyAny>>; 8] = Default::default();
         let (mut pos, mut key, mut value): (ffi::Py_ssize_t, *mut ffi::PyObject, *mut ffi::PyObject) =
             (0, std::ptr::null_mut(), std::ptr::null_mut());
@@ -271,8 +287,8 @@ impl<'py> Keys<'py> {
         Keys { values }
     }
 
-    fn get(&self, key: &str) -> Option<&Bound<'py, PyAny>> {
-        KEYS.iter().position(|k| *k == key).and_then(|i| self.values[i].as_ref())
+    fn get(&self, index: usize) -> Option<&Bound<'py, PyAny>> {
+        self.values[index].as_ref()
     }
 }
 
@@ -326,7 +342,7 @@ fn newer_version_notice(v: u64) -> String {
 fn strict(dict: &Bound<'_, PyDict>, iface: Interface) -> Result<Parsed, Failure> {
     let py = dict.py();
     let keys = Keys::gather(dict);
-    let declared = version(keys.get("version"))?;
+    let declared = version(keys.get(VERSION))?;
     let rules = rules_version(declared, iface);
     if declared > u64::from(CURRENT_VERSION) && iface == Interface::Cuda {
         let unknown = unknown_keys(dict, iface)?;
@@ -338,19 +354,19 @@ fn strict(dict: &Bound<'_, PyDict>, iface: Interface) -> Result<Parsed, Failure>
         let category = PyRuntimeWarning::type_object(py);
         PyErr::warn(py, &category, &message, 1)?;
     }
-    let shape = shape(keys.get("shape"))?;
-    let typestr = typestr(keys.get("typestr"))?;
-    let descr = keys.get("descr").map(descr).transpose()?;
-    let (data, readonly) = data(keys.get("data"))?;
-    let strides = strides(keys.get("strides"))?;
-    let (mask, mask_object) = match keys.get("mask").filter(|m| !m.is_none()) {
+    let shape = shape(keys.get(SHAPE))?;
+    let typestr = typestr(keys.get(TYPESTR))?;
+    let descr = keys.get(DESCR).map(descr).transpose()?;
+    let (data, readonly) = data(keys.get(DATA))?;
+    let strides = strides(keys.get(STRIDES))?;
+    let (mask, mask_object) = match keys.get(MASK).filter(|m| !m.is_none()) {
         Some(m) => {
             let parsed = strict_mask(m, iface)?;
             (Some(Box::new(parsed.descriptor)), Some(m.clone().unbind()))
         }
         None => (None, None),
     };
-    let stream = match (iface, keys.get("stream")) {
+    let stream = match (iface, keys.get(STREAM)) {
         (Interface::Cuda, Some(s)) => stream(s)?,
         _ => Stream::None,
     };
@@ -379,13 +395,13 @@ fn strict_mask(mask: &Bound<'_, PyAny>, iface: Interface) -> Result<Parsed, Fail
     };
     let e = match parse(&value, iface) {
         Ok(parsed) => return Ok(parsed),
-        Err(e) if must_propagate(py, &e) => return Err(Failure::Raised(e)),
+        Err(e) if must_propagate(py, &e) => return Err(Failure::raised(e)),
         Err(e) => e,
     };
     let is_type_error = e.is_instance_of::<pyo3::exceptions::PyTypeError>(py);
     let text = match e.value(py).str() {
         Ok(text) => text.to_string_lossy().into_owned(),
-        Err(inner) if must_propagate(py, &inner) => return Err(Failure::Raised(inner)),
+        Err(inner) if must_propagate(py, &inner) => return Err(Failure::raised(inner)),
         Err(_) => exception_text(py, e)?,
     };
     let message = format!("mask: {text}");
@@ -396,11 +412,13 @@ fn strict_mask(mask: &Bound<'_, PyAny>, iface: Interface) -> Result<Parsed, Fail
 fn note<T>(out: &mut Vec<String>, result: Result<T, Failure>) -> PyResult<Option<T>> {
     match result {
         Ok(v) => Ok(Some(v)),
-        Err(Failure::Problem(p)) => {
-            out.push(p.message);
-            Ok(None)
-        }
-        Err(Failure::Raised(e)) => Err(e),
+        Err(Failure(why)) => match *why {
+            Why::Problem(p) => {
+                out.push(p.message);
+                Ok(None)
+            }
+            Why::Raised(e) => Err(e),
+        },
     }
 }
 
@@ -414,7 +432,7 @@ fn collect_value(value: &Bound<'_, PyAny>, iface: Interface, out: &mut Vec<Strin
 /// The collecting read: every problem is noted.
 fn collect(dict: &Bound<'_, PyDict>, iface: Interface, out: &mut Vec<String>) -> PyResult<()> {
     let keys = Keys::gather(dict);
-    let declared = note(out, version(keys.get("version")))?;
+    let declared = note(out, version(keys.get(VERSION)))?;
     let rules = rules_version(declared.unwrap_or(u64::from(CURRENT_VERSION)), iface);
     let unknown = note(out, unknown_keys(dict, iface))?.unwrap_or_default();
     match declared {
@@ -432,16 +450,16 @@ fn collect(dict: &Bound<'_, PyDict>, iface: Interface, out: &mut Vec<String>) ->
             }
         }
     }
-    let shape = note(out, shape(keys.get("shape")))?;
-    let typestr = note(out, typestr(keys.get("typestr")))?;
-    let descr = note(out, keys.get("descr").map(descr).transpose())?;
-    let data = note(out, data(keys.get("data")))?;
-    let strides = note(out, strides(keys.get("strides")))?;
-    let mask = match keys.get("mask").filter(|m| !m.is_none()) {
+    let shape = note(out, shape(keys.get(SHAPE)))?;
+    let typestr = note(out, typestr(keys.get(TYPESTR)))?;
+    let descr = note(out, keys.get(DESCR).map(descr).transpose())?;
+    let data = note(out, data(keys.get(DATA)))?;
+    let strides = note(out, strides(keys.get(STRIDES)))?;
+    let mask = match keys.get(MASK).filter(|m| !m.is_none()) {
         Some(m) => collect_mask(m, iface, out)?.map(|d| Some(Box::new(d))),
         None => Some(None),
     };
-    let stream = match (iface, keys.get("stream")) {
+    let stream = match (iface, keys.get(STREAM)) {
         (Interface::Cuda, Some(s)) => note(out, stream(s))?,
         _ => Some(Stream::None),
     };
@@ -509,7 +527,7 @@ fn missing(key: &'static str) -> Failure {
 fn wrong_type(key: &'static str, expected: &'static str, value: &Bound<'_, PyAny>) -> Failure {
     match received(value) {
         Ok(received) => Error::WrongType { key, expected, received }.into(),
-        Err(e) => Failure::Raised(e),
+        Err(e) => Failure::raised(e),
     }
 }
 
@@ -535,10 +553,10 @@ fn integer(value: &Bound<'_, PyAny>, key: &'static str, expected: &'static str) 
     // `__index__` runs the producer's code; `value` is held, whatever it does.
     match value.extract::<i64>() {
         Ok(v) => Ok(i128::from(v)),
-        Err(e) if must_propagate(py, &e) => Err(Failure::Raised(e)),
+        Err(e) if must_propagate(py, &e) => Err(Failure::raised(e)),
         Err(e) if e.is_instance_of::<PyOverflowError>(py) => match value.extract::<u64>() {
             Ok(v) => Ok(i128::from(v)),
-            Err(e) if must_propagate(py, &e) => Err(Failure::Raised(e)),
+            Err(e) if must_propagate(py, &e) => Err(Failure::raised(e)),
             Err(_) => too_big(),
         },
         Err(_) => Err(wrong_type(key, expected, value)),

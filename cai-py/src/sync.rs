@@ -179,6 +179,10 @@ mod imp {
     pub(super) fn consume(py: Python<'_>, parsed: &Parsed, options: &ImportOptions) -> PyResult<Option<i32>> {
         let d = &parsed.descriptor;
         let needs_sync = !d.stream.is_none() && options.policy != SyncPolicy::Ignore;
+        let needs_check = options.check_pointers && !parsed.extent.is_empty();
+        if !needs_sync && !needs_check {
+            return Ok(None);
+        }
         if let Err(e) = cuda::driver_status() {
             // Nothing in this process can touch device memory: no pointer to check.
             if needs_sync {
@@ -187,7 +191,7 @@ mod imp {
             return Ok(None);
         }
         let mut device = None;
-        if options.check_pointers && !parsed.extent.is_empty() {
+        if needs_check {
             device = Some(check_pointer(py, parsed, options)?);
         }
         let Some(consumer) = options.consumer else { return Ok(device) };
@@ -248,8 +252,9 @@ mod imp {
                 d.data
             ))
         })?;
-        let low = d.data.wrapping_add_signed(parsed.extent.start);
-        let high = d.data.wrapping_add_signed(parsed.extent.end);
+        // Validation checked that the bytes lie inside the address space.
+        let bytes = d.byte_range_of(parsed.extent).map_err(crate::error::to_py_err)?;
+        let (low, high) = (bytes.start, bytes.end);
         let reach = || {
             format!(
                 "shape: {} with strides {} reaches bytes 0x{low:x} to 0x{high:x}",

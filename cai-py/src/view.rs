@@ -3,6 +3,7 @@
 use cai_core::{Descr, Descriptor, Extent, Stream};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
@@ -77,20 +78,29 @@ macro_rules! view_class {
     ($(#[$doc:meta])* $ty:ident, $name:literal, $iface:expr, $attr:ident) => {
         $(#[$doc])*
         #[pyclass(frozen, weakref, module = "cai", name = $name)]
-        #[derive(Debug)]
         pub struct $ty {
             core: Core,
+            /// The interface dict, built at the first export (a view never changes) and
+            /// copied on each; not kept for records or masked arrays, whose dicts hold
+            /// mutable lists or other objects.
+            dict: PyOnceLock<Py<PyDict>>,
+        }
+
+        impl std::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct($name).field("core", &self.core).finish_non_exhaustive()
+            }
         }
 
         impl $ty {
             /// A view of `descriptor`, validated, that keeps `owner` alive.
             pub fn from_descriptor<'py>(owner: &Bound<'py, PyAny>, descriptor: Descriptor) -> PyResult<Bound<'py, $ty>> {
                 let core = Core::from_descriptor(owner.clone().unbind(), descriptor)?;
-                Bound::new(owner.py(), $ty { core })
+                Bound::new(owner.py(), $ty { core, dict: PyOnceLock::new() })
             }
 
             pub(crate) fn from_core(py: Python<'_>, core: Core) -> PyResult<Bound<'_, $ty>> {
-                Bound::new(py, $ty { core })
+                Bound::new(py, $ty { core, dict: PyOnceLock::new() })
             }
 
             /// The validated descriptor (its version is the one whose rules were applied).
@@ -189,10 +199,10 @@ macro_rules! view_class {
             /// The lowest address the array reaches and one past the highest (equal for an
             /// empty array), as `numpy.lib.array_utils.byte_bounds` gives them.
             #[getter]
-            fn byte_bounds(&self) -> (usize, usize) {
-                let base = self.core.descriptor.data;
-                let e = self.core.extent;
-                (base.wrapping_add_signed(e.start), base.wrapping_add_signed(e.end))
+            fn byte_bounds(&self) -> PyResult<(usize, usize)> {
+                // Validation checked that the bytes lie inside the address space.
+                let bytes = self.core.descriptor.byte_range_of(self.core.extent).map_err(to_py_err)?;
+                Ok((bytes.start, bytes.end))
             }
 
             /// Whether the consumer must not write.
@@ -241,7 +251,14 @@ macro_rules! view_class {
             /// The view's own interface dict, so that it can be handed to any consumer.
             #[getter($attr)]
             fn interface<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
-                slf.get().core.interface(slf.as_any(), $iface)
+                let this = slf.get();
+                let d = &this.core.descriptor;
+                if this.core.mask.is_some() || d.mask.is_some() || d.descr.is_some() {
+                    return this.core.interface(slf.as_any(), $iface);
+                }
+                let py = slf.py();
+                let dict = this.dict.get_or_try_init(py, || this.core.interface(slf.as_any(), $iface).map(Bound::unbind))?;
+                dict.bind(py).copy()
             }
 
             fn __len__(&self) -> PyResult<usize> {

@@ -519,6 +519,12 @@ fn bench_dict_build(obj: &Bound<'_, BenchMatrix>, iterations: u32) -> PyResult<f
     Ok(start.elapsed().as_secs_f64() * 1e9 / f64::from(iterations.max(1)))
 }
 
+/// Mean nanoseconds of cai's strict read of an interface dict, in a Rust loop.
+#[pyfunction]
+fn bench_parse(dict: &Bound<'_, PyAny>, iterations: u32) -> PyResult<f64> {
+    cai_py::__private::bench_parse(dict, iterations)
+}
+
 /// The import benchmark's floor: an object shaped like a cai view (frozen, weakref-able,
 /// garbage-collected, holding its owner), made by a `#[pyfunction]` with no parsing at all.
 #[pyclass(frozen, weakref)]
@@ -551,6 +557,14 @@ impl ExportFloor {
     fn interface<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
         self.dict.bind(py).copy()
     }
+}
+
+/// The eager reader's floor: reads `obj.__cuda_array_interface__` and returns a
+/// [`ViewFloor`] of `obj`, parsing nothing.
+#[pyfunction]
+fn read_floor(obj: &Bound<'_, PyAny>) -> PyResult<ViewFloor> {
+    std::hint::black_box(obj.getattr(pyo3::intern!(obj.py(), "__cuda_array_interface__"))?);
+    Ok(ViewFloor { owner: obj.clone().unbind() })
 }
 
 /// Makes a [`ViewFloor`] of `obj`.
@@ -596,9 +610,11 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(takes_object, m)?)?;
     m.add_function(wrap_pyfunction!(takes_array, m)?)?;
     m.add_function(wrap_pyfunction!(bench_dict_build, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_parse, m)?)?;
     m.add_class::<BenchMatrix>()?;
     m.add_class::<ViewFloor>()?;
     m.add_class::<ExportFloor>()?;
     m.add_function(wrap_pyfunction!(view_floor, m)?)?;
+    m.add_function(wrap_pyfunction!(read_floor, m)?)?;
     Ok(())
 }
