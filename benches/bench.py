@@ -116,6 +116,13 @@ def cpu_cases():
          "numpy.asarray(p)", lambda: np.asarray(hp),
          "<= 0.5x", lambda a, b: a <= 0.5 * b)
 
+    view = cai.as_array(arr)
+    case("dlpack", "np.from_dlpack(cai.HostArray view)", lambda: np.from_dlpack(view),
+         "np.from_dlpack(ndarray)", lambda: np.from_dlpack(arr),
+         "<= 1.2x", lambda a, b: a <= 1.2 * b)
+    case("dlpack", "cai.from_dlpack(ndarray)", lambda: cai.from_dlpack(arr),
+         "cai.as_array(ndarray)", lambda: cai.as_array(arr))
+
     case("extractor", "#[pyfunction] f(x: PyCudaArrayRo<f32, Ix2>)", lambda: fx.takes_array(stored),
          "the same taking a plain object", lambda: fx.takes_object(stored),
          "overhead <= 200 ns", lambda a, b: a - b <= 200)

@@ -155,6 +155,10 @@ const REQUIRED: &[&str] = &[
     "cuThreadExchangeStreamCaptureMode",
     "cuPointerGetAttributes",
     "cuMemGetAddressRange_v2",
+    "cuMemAlloc_v2",
+    "cuMemFree_v2",
+    "cuMemcpyDtoD_v2",
+    "cuMemcpyDtoH_v2",
 ];
 
 fn has_symbol(name: &str) -> bool {
@@ -677,4 +681,66 @@ impl AsStream for TrackedStream {
         let target = stream_of(&self.export)?;
         self.work.export_on(target).map_err(Error::Driver)
     }
+}
+
+/// Device memory allocated by cai (`cuMemAlloc` in a device's primary context), freed on
+/// drop from any thread: the memory of a DLPack export made with `copy=True`.
+#[derive(Debug)]
+pub struct DeviceCopy {
+    ptr: usize,
+    len: usize,
+    context: usize,
+}
+
+impl DeviceCopy {
+    /// A copy of the `len` bytes at `src` on `device`, made after the work queued so far
+    /// on every stream of the device's primary context has finished (the copy is
+    /// synchronous).
+    pub fn of(src: usize, len: usize, device: i32) -> std::result::Result<DeviceCopy, DriverError> {
+        let context = primary_context(device)?;
+        let _scope = Scope::enter(Some(context))?;
+        let mut ptr: sys::CUdeviceptr = 0;
+        // SAFETY: a valid out-pointer; the context is current.
+        check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut ptr, len.max(1)) })?;
+        let copy = DeviceCopy { ptr: ptr as usize, len, context };
+        // SAFETY: both ranges are `len` bytes of device memory: the caller's array (checked
+        // against its allocation) and the allocation just made.
+        check("cuMemcpyDtoD", unsafe { sys::cuMemcpyDtoD_v2(ptr, src as sys::CUdeviceptr, len) })?;
+        Ok(copy)
+    }
+
+    /// The device address of the copy.
+    pub fn address(&self) -> usize {
+        self.ptr
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it holds no byte.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for DeviceCopy {
+    fn drop(&mut self) {
+        if let Ok(_scope) = Scope::enter(Some(self.context)) {
+            // SAFETY: the allocation was made by `cuMemAlloc` and is freed once.
+            let _ = unsafe { sys::cuMemFree_v2(self.ptr as sys::CUdeviceptr) };
+        }
+    }
+}
+
+/// Copies `dst.len()` bytes of device (or managed) memory at `src` into `dst`, after the
+/// work queued so far on the legacy default stream of `device`'s primary context (and so
+/// on every blocking stream) has finished.
+pub fn copy_to_host(src: usize, dst: &mut [u8], device: i32) -> std::result::Result<(), DriverError> {
+    let context = primary_context(device)?;
+    let _scope = Scope::enter(Some(context))?;
+    // SAFETY: `dst` is writable for its length; `src` addresses as many bytes of device
+    // memory (the caller checked the array against its allocation).
+    check("cuMemcpyDtoH", unsafe { sys::cuMemcpyDtoH_v2(dst.as_mut_ptr().cast(), src as sys::CUdeviceptr, dst.len()) })
 }

@@ -37,6 +37,7 @@
 //! | `buffer` | [`DeviceBuffer`], [`HostBuffer`], [`RawDeviceBuffer`], shape/strides/stream sources |
 //! | `cuda` | cudarc impls (feature `cuda`): the only module that touches the driver |
 //! | `sync` | the stream rules of version 3 (the sync engine), driver-free |
+//! | `dlpack` | DLPack's C ABI and its correspondence with typestrs |
 //! | `error` | [`Error`], [`DriverError`] |
 //!
 //! # Deriving
@@ -84,6 +85,7 @@ mod buffer;
 pub mod cuda;
 mod descr;
 mod descriptor;
+pub mod dlpack;
 mod element;
 mod error;
 mod interface;

@@ -120,6 +120,42 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenS
             quote!(#p::pyo3::Bound<'py, #p::pyo3::types::PyDict>),
         ));
     }
+    // DLPack: the same array through `__dlpack__` / `__dlpack_device__` (device memory when
+    // the block exports `__cuda_array_interface__`, host memory otherwise).
+    if args.cuda || args.host {
+        let dlpack_options = match &args.options {
+            Some(field) => quote!(|this: &Self| this.#field),
+            None => quote!(|_: &Self| ::core::default::Default::default()),
+        };
+        let (call, device) = if args.cuda {
+            (
+                quote!(#p::cuda_dlpack(slf, #dlpack_options, stream, max_version, dl_device, copy)),
+                quote!(#p::cuda_dlpack_device(slf)),
+            )
+        } else {
+            (
+                quote!(#p::host_dlpack(slf, stream, max_version, dl_device, copy)),
+                quote!(::core::result::Result::Ok(#p::host_dlpack_device(slf))),
+            )
+        };
+        items.push(quote! {
+            #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
+            fn __dlpack__<'py>(
+                slf: &#p::pyo3::Bound<'py, Self>,
+                stream: ::core::option::Option<&#p::pyo3::Bound<'py, #p::pyo3::PyAny>>,
+                max_version: ::core::option::Option<&#p::pyo3::Bound<'py, #p::pyo3::PyAny>>,
+                dl_device: ::core::option::Option<&#p::pyo3::Bound<'py, #p::pyo3::PyAny>>,
+                copy: ::core::option::Option<&#p::pyo3::Bound<'py, #p::pyo3::PyAny>>,
+            ) -> #p::pyo3::PyResult<#p::pyo3::Bound<'py, #p::pyo3::PyAny>> {
+                #call
+            }
+        });
+        items.push(quote! {
+            fn __dlpack_device__(slf: &#p::pyo3::Bound<'_, Self>) -> #p::pyo3::PyResult<(i32, i32)> {
+                #device
+            }
+        });
+    }
     if args.host {
         items.push(getter(
             "__array_interface__",

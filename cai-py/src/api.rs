@@ -141,6 +141,50 @@ pub fn from_cuda_array_interface<'py>(
     cuda_view(py, owner, parsed, &options)
 }
 
+/// Reads `obj` through DLPack (`obj.__dlpack__()`) and returns a `cai.CudaArray` for CUDA
+/// memory or a `cai.HostArray` for host memory, which keeps the producer's tensor alive
+/// and runs its deleter once, when the last view goes.
+///
+/// - `stream`: the stream the caller will use, for CUDA memory (None: the legacy default
+///   stream; an int; a CuPy / PyTorch / cuda.core stream; -1: no synchronization). The
+///   producer makes it wait for its pending work, and the view reports it as its stream.
+/// - `copy`: passed to the producer (True: a copy; False: never a copy; None: either).
+///
+/// Pointer checks apply as for `as_cuda_array` (`check_pointers`, `CAI_CHECK_POINTERS`).
+#[pyfunction]
+#[pyo3(signature = (obj, *, stream = None, copy = None, check_pointers = None))]
+pub fn from_dlpack<'py>(
+    obj: &Bound<'py, PyAny>,
+    stream: Option<&Bound<'py, PyAny>>,
+    copy: Option<bool>,
+    check_pointers: Option<bool>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = obj.py();
+    let consumer = match stream {
+        Some(s) if s.is_instance_of::<pyo3::types::PyInt>() && s.extract::<i64>().ok() == Some(-1) => None,
+        other => Some(consumer_stream(other)?),
+    };
+    let imported = crate::dlpack::import(obj, consumer, copy)?;
+    let config = config::get(py)?;
+    match imported.memory {
+        crate::dlpack::Memory::Device => {
+            // The producer ordered its work before our stream: only the pointer is checked.
+            let options = ImportOptions {
+                policy: SyncPolicy::Ignore,
+                consumer: None,
+                check_pointers: check_pointers.unwrap_or(config.check_pointers),
+                allow_other_device: true,
+                caller: Caller::Function,
+            };
+            consume(py, &imported.parsed, &options)?;
+            Ok(CudaArray::from_core(py, Core::from_parsed(imported.owner, imported.parsed)?)?.into_any())
+        }
+        crate::dlpack::Memory::Host => {
+            Ok(HostArray::from_core(py, Core::from_parsed(imported.owner, imported.parsed)?)?.into_any())
+        }
+    }
+}
+
 /// Reads `obj.__array_interface__` (NumPy's, host memory) and returns a `cai.HostArray`
 /// view that keeps `obj` alive.
 #[pyfunction]

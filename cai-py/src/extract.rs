@@ -149,6 +149,8 @@ pub struct PyCudaArray<'py, T: Element, D: Dimension = IxDyn, A: Access = ReadOn
     device: Option<i32>,
     /// Whether the producer's work is still to be ordered before the pointer is used.
     pending: Cell<bool>,
+    /// The tensor taken from a DLPack producer, kept alive for the call.
+    _dlpack: Option<Py<PyAny>>,
     _marker: PhantomData<(T, D, A)>,
 }
 
@@ -190,11 +192,28 @@ impl<'a, 'py, T: Element, D: Dimension, A: Access> FromPyObject<'a, 'py> for PyC
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
         let object = obj.to_owned();
         let py = object.py();
-        let Some(value) = parse::attribute(&object, Interface::Cuda)? else {
-            let message = format!("expected {}, received {}", expectation::<T, D, A>(), received(&object)?);
-            return Err(Problem::type_error(message).into());
+        // The interface first, DLPack otherwise: with the interface, ordering waits until
+        // the function names its stream (see "Streams"); DLPack asks for the consumer's
+        // stream up front, so the producer is told the legacy default stream.
+        let (parsed, dlpack) = match parse::attribute(&object, Interface::Cuda)? {
+            Some(value) => (parse::parse(&value, Interface::Cuda)?, None),
+            None if crate::dlpack::offers(&object)? => {
+                let imported = crate::dlpack::import(&object, Some(Stream::LegacyDefault), None)?;
+                if imported.memory != crate::dlpack::Memory::Device {
+                    let message = format!(
+                        "expected {}, received {} whose DLPack device is host memory",
+                        expectation::<T, D, A>(),
+                        received(&object)?
+                    );
+                    return Err(Problem::type_error(message).into());
+                }
+                (imported.parsed, Some(imported.owner))
+            }
+            None => {
+                let message = format!("expected {}, received {}", expectation::<T, D, A>(), received(&object)?);
+                return Err(Problem::type_error(message).into());
+            }
         };
-        let parsed = parse::parse(&value, Interface::Cuda)?;
         let d = &parsed.descriptor;
         let mismatch = |what: &str| {
             Problem::type_error(format!("expected {}, received {} ({what})", expectation::<T, D, A>(), describe(d)))
@@ -244,6 +263,7 @@ impl<'a, 'py, T: Element, D: Dimension, A: Access> FromPyObject<'a, 'py> for PyC
             policy: config.import_sync,
             device,
             pending: Cell::new(pending),
+            _dlpack: dlpack,
             _marker: PhantomData,
         })
     }

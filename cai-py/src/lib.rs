@@ -52,6 +52,7 @@ mod api;
 mod config;
 #[cfg(feature = "driver")]
 mod cudarc_view;
+mod dlpack;
 mod error;
 mod export;
 mod extract;
@@ -64,13 +65,15 @@ mod view;
 pub mod __private;
 
 pub use api::{
-    as_array, as_cuda_array, configure, cuda_driver_present, from_cuda_array_interface, pointer_attributes, validate,
+    as_array, as_cuda_array, configure, cuda_driver_present, from_cuda_array_interface, from_dlpack,
+    pointer_attributes, validate,
 };
 /// Adds the interface properties to a `#[pymethods]` block; see the crate documentation.
 pub use cai_derive::export;
 pub use config::ExportOptions;
 #[cfg(feature = "driver")]
 pub use cudarc_view::CudaForeign;
+pub use dlpack::DLPackTensor;
 pub use error::{driver_error, to_py_err, CudaDriverError};
 pub use export::interface_dict;
 pub use extract::{
@@ -93,6 +96,8 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("CudaDriverError", py.get_type::<CudaDriverError>())?;
     module.add_function(pyo3::wrap_pyfunction!(as_cuda_array, module)?)?;
     module.add_function(pyo3::wrap_pyfunction!(from_cuda_array_interface, module)?)?;
+    module.add_function(pyo3::wrap_pyfunction!(from_dlpack, module)?)?;
+    module.add_class::<DLPackTensor>()?;
     module.add_function(pyo3::wrap_pyfunction!(as_array, module)?)?;
     module.add_function(pyo3::wrap_pyfunction!(validate, module)?)?;
     module.add_function(pyo3::wrap_pyfunction!(configure, module)?)?;

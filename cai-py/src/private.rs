@@ -39,6 +39,54 @@ pub fn host_interface<'py, T: PyClass + ArrayInterface>(slf: &Bound<'py, T>) -> 
     interface_dict(slf.as_any(), &descriptor, Interface::Host, None)
 }
 
+/// `__dlpack__` of a derived `#[pyclass]` with `#[cai_py::export]` (`cuda`), with the
+/// export options (process-wide and per object) the interface export uses.
+#[allow(clippy::too_many_arguments)]
+pub fn cuda_dlpack<'py, T: PyClass + CudaArrayInterface>(
+    slf: &Bound<'py, T>,
+    options: impl FnOnce(&T) -> ExportOptions,
+    stream: Option<&Bound<'py, PyAny>>,
+    max_version: Option<&Bound<'py, PyAny>>,
+    dl_device: Option<&Bound<'py, PyAny>>,
+    copy: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (mut descriptor, own) = {
+        let this = slf.try_borrow()?;
+        (this.cuda_array_interface().map_err(to_py_err)?, options(&this))
+    };
+    own.or(crate::config::get(slf.py())?.export).apply(&mut descriptor);
+    let extent = descriptor.validate().map_err(to_py_err)?;
+    let request = crate::dlpack::Request { stream, max_version, dl_device, copy };
+    crate::dlpack::export(slf.as_any(), &descriptor, extent, crate::dlpack::Memory::Device, request)
+}
+
+/// `__dlpack_device__` of a derived `#[pyclass]` exporting device memory.
+pub fn cuda_dlpack_device<T: PyClass + CudaArrayInterface>(slf: &Bound<'_, T>) -> PyResult<(i32, i32)> {
+    let descriptor = slf.try_borrow()?.cuda_array_interface().map_err(to_py_err)?;
+    let extent = descriptor.validate().map_err(to_py_err)?;
+    let d = crate::dlpack::device(slf.py(), &descriptor, extent, crate::dlpack::Memory::Device)?;
+    Ok((d.device_type, d.device_id))
+}
+
+/// `__dlpack__` of a derived `#[pyclass]` with `#[cai_py::export(host)]`.
+pub fn host_dlpack<'py, T: PyClass + ArrayInterface>(
+    slf: &Bound<'py, T>,
+    stream: Option<&Bound<'py, PyAny>>,
+    max_version: Option<&Bound<'py, PyAny>>,
+    dl_device: Option<&Bound<'py, PyAny>>,
+    copy: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let descriptor = slf.try_borrow()?.array_interface().map_err(to_py_err)?;
+    let extent = descriptor.validate().map_err(to_py_err)?;
+    let request = crate::dlpack::Request { stream, max_version, dl_device, copy };
+    crate::dlpack::export(slf.as_any(), &descriptor, extent, crate::dlpack::Memory::Host, request)
+}
+
+/// `__dlpack_device__` of a derived `#[pyclass]` exporting host memory: `(kDLCPU, 0)`.
+pub fn host_dlpack_device<T: PyClass + ArrayInterface>(_slf: &Bound<'_, T>) -> (i32, i32) {
+    (cai_core::dlpack::device_type::CPU, 0)
+}
+
 fn unknown(name: &str) -> PyErr {
     Problem::value_error(format!("{name}: no array of this name")).into()
 }

@@ -6,6 +6,7 @@
 //! memory); an integer stream under the `wait` or `synchronize` policy is a
 //! `cai.CudaDriverError` that names the driver's state.
 
+use cai_core::dlpack::{device_type, DLDevice};
 use cai_core::sync::SyncPolicy;
 use cai_core::Stream;
 use pyo3::prelude::*;
@@ -127,6 +128,58 @@ pub(crate) fn order_deferred(
     imp::order_deferred(py, producer, policy, device, target)
 }
 
+/// Where an exported device array's memory is, for `__dlpack_device__`: the device of its
+/// pointer (device, managed or pinned host memory). Without a usable driver, device 0
+/// when pointer checks are off, else `cai.CudaDriverError`.
+pub(crate) fn export_device(py: Python<'_>, ptr: usize, empty: bool, check_pointers: bool) -> PyResult<DLDevice> {
+    imp::export_device(py, ptr, empty, check_pointers)
+}
+
+/// Makes the consumer's `consumer` stream wait for the producer's pending work on
+/// `producer`, on a DLPack export from memory of `device`.
+pub(crate) fn order_export(py: Python<'_>, producer: Stream, consumer: Stream, device: i32) -> PyResult<()> {
+    // The same stream (both in the caller's current context) needs no ordering.
+    if producer.is_none() || producer == consumer {
+        return Ok(());
+    }
+    imp::order_export(py, producer, consumer, device)
+}
+
+/// A copy of device memory made for an export: into the host (`to_host`) or into a new
+/// device allocation, after the producer's pending work on `producer` has finished.
+pub(crate) fn copy_device(
+    py: Python<'_>,
+    producer: Stream,
+    src: usize,
+    len: usize,
+    device: i32,
+    to_host: bool,
+) -> PyResult<Copied> {
+    imp::copy_device(py, producer, src, len, device, to_host)
+}
+
+/// Memory a DLPack export made for its consumer, freed with the capsule's tensor.
+#[derive(Debug)]
+pub(crate) enum Copied {
+    Host(Box<[u8]>),
+    #[cfg(feature = "driver")]
+    Device(cai_core::cuda::DeviceCopy),
+}
+
+impl Copied {
+    pub(crate) fn address(&self) -> usize {
+        match self {
+            Copied::Host(b) => b.as_ptr() as usize,
+            #[cfg(feature = "driver")]
+            Copied::Device(d) => d.address(),
+        }
+    }
+}
+
+fn no_driver_for_export(py: Python<'_>, what: String, reason: &dyn std::fmt::Display) -> PyErr {
+    driver_error(py, format!("{what}: {reason}"))
+}
+
 #[cfg(not(feature = "driver"))]
 mod imp {
     use super::*;
@@ -151,6 +204,40 @@ mod imp {
         _target: Option<Target>,
     ) -> PyResult<()> {
         Err(sync_failure(py, producer, &cai_core::DriverError::Unsupported, Caller::Extractor))
+    }
+
+    pub(super) fn export_device(py: Python<'_>, ptr: usize, _empty: bool, check_pointers: bool) -> PyResult<DLDevice> {
+        if !check_pointers {
+            return Ok(DLDevice { device_type: device_type::CUDA, device_id: 0 });
+        }
+        Err(no_driver_for_export(
+            py,
+            format!("data: cannot tell the device of pointer 0x{ptr:x}"),
+            &cai_core::DriverError::Unsupported,
+        ))
+    }
+
+    pub(super) fn order_export(py: Python<'_>, producer: Stream, consumer: Stream, _device: i32) -> PyResult<()> {
+        Err(no_driver_for_export(
+            py,
+            format!("stream: cannot make stream {consumer} wait for the producer's stream {producer}"),
+            &cai_core::DriverError::Unsupported,
+        ))
+    }
+
+    pub(super) fn copy_device(
+        py: Python<'_>,
+        _producer: Stream,
+        src: usize,
+        _len: usize,
+        _device: i32,
+        _to_host: bool,
+    ) -> PyResult<Copied> {
+        Err(no_driver_for_export(
+            py,
+            format!("copy: cannot copy device memory at 0x{src:x}"),
+            &cai_core::DriverError::Unsupported,
+        ))
     }
 }
 
@@ -203,6 +290,93 @@ mod imp {
         py.detach(|| import(&backend, event_pool(), producer, consumer, policy))
             .map_err(|e| sync_failure(py, producer, &e, options.caller))?;
         Ok(device)
+    }
+
+    pub(super) fn export_device(py: Python<'_>, ptr: usize, empty: bool, check_pointers: bool) -> PyResult<DLDevice> {
+        let unknown = |e: &dyn std::fmt::Display| {
+            if check_pointers {
+                Err(no_driver_for_export(
+                    py,
+                    format!(
+                        "data: cannot tell the device of pointer 0x{ptr:x} (set CAI_CHECK_POINTERS=0 to export it as \
+                         device 0)"
+                    ),
+                    e,
+                ))
+            } else {
+                Ok(DLDevice { device_type: device_type::CUDA, device_id: 0 })
+            }
+        };
+        if let Err(e) = cuda::driver_status() {
+            return unknown(&e);
+        }
+        if empty {
+            let device = cuda::stream_device(Stream::LegacyDefault).ok().flatten().unwrap_or(0);
+            return Ok(DLDevice { device_type: device_type::CUDA, device_id: device });
+        }
+        match cuda::pointer_info(ptr) {
+            Ok(Some(info)) => Ok(match info.memory {
+                cuda::MemoryType::Device => DLDevice { device_type: device_type::CUDA, device_id: info.device },
+                cuda::MemoryType::Managed => {
+                    DLDevice { device_type: device_type::CUDA_MANAGED, device_id: info.device }
+                }
+                cuda::MemoryType::Host => DLDevice { device_type: device_type::CUDA_HOST, device_id: 0 },
+            }),
+            Ok(None) if !check_pointers => Ok(DLDevice { device_type: device_type::CUDA, device_id: 0 }),
+            Ok(None) => Err(Problem::buffer_error(format!(
+                "data: pointer 0x{ptr:x} is not memory the CUDA driver knows, so it cannot be exported through \
+                 DLPack; {}",
+                pointer_opt_out(Caller::Extractor)
+            ))
+            .into()),
+            Err(e) => unknown(&e),
+        }
+    }
+
+    pub(super) fn order_export(py: Python<'_>, producer: Stream, consumer: Stream, device: i32) -> PyResult<()> {
+        let fail = |e: &dyn std::fmt::Display| {
+            no_driver_for_export(
+                py,
+                format!("stream: cannot make stream {consumer} wait for the producer's stream {producer}"),
+                e,
+            )
+        };
+        cuda::driver_status().map_err(|e| fail(&e))?;
+        let backend = DriverBackend::primary(device).map_err(|e| fail(&e))?;
+        let work = || -> Result<(), DriverError> {
+            let from = backend.locate(producer)?;
+            let to = backend.locate(consumer)?;
+            order(&backend, event_pool(), from, to).map(drop)
+        };
+        py.detach(work).map_err(|e| fail(&e))
+    }
+
+    pub(super) fn copy_device(
+        py: Python<'_>,
+        producer: Stream,
+        src: usize,
+        len: usize,
+        device: i32,
+        to_host: bool,
+    ) -> PyResult<Copied> {
+        let fail = |e: &dyn std::fmt::Display| {
+            no_driver_for_export(py, format!("copy: cannot copy the array at 0x{src:x}"), e)
+        };
+        cuda::driver_status().map_err(|e| fail(&e))?;
+        let backend = DriverBackend::primary(device).map_err(|e| fail(&e))?;
+        let work = || -> Result<Copied, DriverError> {
+            if !producer.is_none() {
+                settle(&backend, event_pool(), backend.locate(producer)?)?;
+            }
+            if to_host {
+                let mut host = vec![0u8; len].into_boxed_slice();
+                cuda::copy_to_host(src, &mut host, device)?;
+                Ok(Copied::Host(host))
+            } else {
+                cuda::DeviceCopy::of(src, len, device).map(Copied::Device)
+            }
+        };
+        py.detach(work).map_err(|e| fail(&e))
     }
 
     /// A consumer's backend, whose default streams fall back to the memory's device (or

@@ -74,6 +74,14 @@ impl Core {
     }
 }
 
+/// The memory an interface's arrays are in.
+fn memory(iface: Interface) -> crate::dlpack::Memory {
+    match iface {
+        Interface::Cuda => crate::dlpack::Memory::Device,
+        Interface::Host => crate::dlpack::Memory::Host,
+    }
+}
+
 macro_rules! view_class {
     ($(#[$doc:meta])* $ty:ident, $name:literal, $iface:expr, $attr:ident) => {
         $(#[$doc])*
@@ -259,6 +267,29 @@ macro_rules! view_class {
                 let py = slf.py();
                 let dict = this.dict.get_or_try_init(py, || this.core.interface(slf.as_any(), $iface).map(Bound::unbind))?;
                 dict.bind(py).copy()
+            }
+
+            /// The array through DLPack: a capsule that keeps this view alive (see
+            /// `cai.from_dlpack` and the array API standard's `__dlpack__`).
+            #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
+            fn __dlpack__<'py>(
+                slf: &Bound<'py, Self>,
+                stream: Option<&Bound<'py, PyAny>>,
+                max_version: Option<&Bound<'py, PyAny>>,
+                dl_device: Option<&Bound<'py, PyAny>>,
+                copy: Option<&Bound<'py, PyAny>>,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                let core = &slf.get().core;
+                let request = crate::dlpack::Request { stream, max_version, dl_device, copy };
+                crate::dlpack::export(slf.as_any(), &core.descriptor, core.extent, memory($iface), request)
+            }
+
+            /// `(device_type, device_id)` as DLPack names them: `(1, 0)` for host memory,
+            /// `(2, ordinal)` for CUDA memory.
+            fn __dlpack_device__(slf: &Bound<'_, Self>) -> PyResult<(i32, i32)> {
+                let core = &slf.get().core;
+                let d = crate::dlpack::device(slf.py(), &core.descriptor, core.extent, memory($iface))?;
+                Ok((d.device_type, d.device_id))
             }
 
             fn __len__(&self) -> PyResult<usize> {

@@ -3,13 +3,15 @@
 ``as_cuda_array(obj)`` reads ``obj.__cuda_array_interface__`` once, checks it against the
 version of the interface it declares, synchronizes on the producer's stream and returns a
 ``CudaArray`` view that keeps ``obj`` alive and can itself be handed to any consumer
-(CuPy, PyTorch, Numba, JAX, ...). ``as_array`` does the same for NumPy's host
-``__array_interface__``; ``validate`` lists everything a producer gets wrong.
+(CuPy, PyTorch, Numba, JAX, ...), through the interface or DLPack. ``as_array`` does the
+same for NumPy's host ``__array_interface__``, ``from_dlpack`` for any DLPack producer;
+``validate`` lists everything a producer gets wrong.
 """
 
 from ._cai import (
     CudaArray,
     CudaDriverError,
+    DLPackTensor,
     HostArray,
     __version__,
     as_array,
@@ -17,6 +19,7 @@ from ._cai import (
     configure,
     cuda_driver_present,
     from_cuda_array_interface,
+    from_dlpack,
     pointer_attributes,
     validate,
 )
@@ -24,6 +27,7 @@ from ._cai import (
 __all__ = [
     "CudaArray",
     "CudaDriverError",
+    "DLPackTensor",
     "HostArray",
     "__version__",
     "as_array",
@@ -31,6 +35,7 @@ __all__ = [
     "configure",
     "cuda_driver_present",
     "from_cuda_array_interface",
+    "from_dlpack",
     "pointer_attributes",
     "validate",
 ]

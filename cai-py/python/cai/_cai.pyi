@@ -1,4 +1,4 @@
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Literal, Mapping, Optional, Tuple, Union
 
 __version__: str
 
@@ -44,6 +44,18 @@ class _View:
     @property
     def is_f_contiguous(self) -> bool: ...
     def __len__(self) -> int: ...
+    def __dlpack__(
+        self,
+        *,
+        stream: Optional[int] = None,
+        max_version: Optional[Tuple[int, int]] = None,
+        dl_device: Optional[Tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> Any: ...
+    def __dlpack_device__(self) -> Tuple[int, int]: ...
+
+class DLPackTensor:
+    """The owner of a tensor read through DLPack; its deleter runs when the last view goes."""
 
 class CudaArray(_View):
     @property
@@ -58,7 +70,7 @@ def as_cuda_array(
     *,
     sync: bool = True,
     stream: Any = None,
-    policy: Optional[str] = None,
+    policy: Optional[Literal["wait", "synchronize", "sync", "ignore", "1", "0"]] = None,
     check_pointers: Optional[bool] = None,
     allow_other_device: bool = False,
 ) -> CudaArray: ...
@@ -68,18 +80,25 @@ def from_cuda_array_interface(
     *,
     sync: bool = True,
     stream: Any = None,
-    policy: Optional[str] = None,
+    policy: Optional[Literal["wait", "synchronize", "sync", "ignore", "1", "0"]] = None,
     check_pointers: Optional[bool] = None,
     allow_other_device: bool = False,
 ) -> CudaArray: ...
 def as_array(obj: Any) -> HostArray: ...
+def from_dlpack(
+    obj: Any,
+    *,
+    stream: Any = None,
+    copy: Optional[bool] = None,
+    check_pointers: Optional[bool] = None,
+) -> Union[CudaArray, HostArray]: ...
 def validate(obj: Any) -> List[str]: ...
 def configure(
     *,
-    import_sync: Optional[str] = None,
+    import_sync: Optional[Literal["wait", "synchronize", "sync", "ignore", "1", "0"]] = None,
     check_pointers: Optional[bool] = None,
-    export_stream: Optional[str] = None,
-    export_version: Optional[int] = None,
+    export_stream: Optional[Literal["report", "none"]] = None,
+    export_version: Optional[Literal[2, 3]] = None,
 ) -> Dict[str, Any]: ...
 def cuda_driver_present() -> bool: ...
 def pointer_attributes(ptr: int) -> Dict[str, Any]: ...

@@ -11,8 +11,8 @@ use cai_py::{Ix1, Ix2, IxDyn, PyCudaArrayRo, PyCudaArrayRw};
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 
-/// A host matrix of f32 exported through `__array_interface__`.
-#[pyclass]
+/// A host matrix of f32 exported through `__array_interface__` (and DLPack).
+#[pyclass(weakref)]
 #[derive(ArrayInterface)]
 struct HostMatrix {
     #[cai(data)]
@@ -53,6 +53,54 @@ impl HostMatrix {
         } else {
             Err(PyIndexError::new_err(format!("index ({i}, {j}) is outside shape ({rows}, {cols})")))
         }
+    }
+}
+
+/// `len` f32s starting at a 64-byte boundary, which JAX's CPU backend needs to import
+/// host memory without a copy.
+struct Aligned {
+    storage: Vec<f32>,
+    offset: usize,
+    len: usize,
+}
+
+// SAFETY: `storage[offset..offset + len]` are initialized f32s owned by the struct (the
+// vector is never resized), and exports take `&self` of a uniquely owned value.
+unsafe impl cai_core::HostBuffer for Aligned {
+    type Elem = f32;
+
+    fn as_ptr(&self) -> *const f32 {
+        self.storage[self.offset..].as_ptr()
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+/// A host vector of f32 at a 64-byte boundary, holding 0, 1, 2, ...
+#[pyclass(weakref)]
+#[derive(ArrayInterface)]
+struct AlignedVector {
+    #[cai(data)]
+    data: Aligned,
+}
+
+#[cai_py::export(host)]
+#[pymethods]
+impl AlignedVector {
+    #[new]
+    fn new(n: usize) -> Self {
+        let mut storage = vec![0.0f32; n + 16];
+        let offset = storage.as_ptr().align_offset(64);
+        for (i, v) in storage[offset..offset + n].iter_mut().enumerate() {
+            *v = i as f32;
+        }
+        AlignedVector { data: Aligned { storage, offset, len: n } }
+    }
+
+    fn address(&self) -> usize {
+        cai_core::HostBuffer::as_ptr(&self.data) as usize
     }
 }
 
@@ -589,6 +637,7 @@ fn takes_object(x: &Bound<'_, PyAny>) -> bool {
 fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<HostMatrix>()?;
     m.add_class::<FrozenVector>()?;
+    m.add_class::<AlignedVector>()?;
     m.add_class::<Particles>()?;
     m.add_class::<HostCloud>()?;
     m.add_class::<DeviceMatrix>()?;

@@ -1,0 +1,618 @@
+//! DLPack both ways: `__dlpack__` / `__dlpack_device__` for everything cai exports, and
+//! `cai.from_dlpack` (and the extractors) for any DLPack producer.
+//!
+//! The capsule protocol (the array API standard's, DLPack 1.x):
+//!
+//! - A capsule is named `dltensor_versioned` (a `DLManagedTensorVersioned`, when the
+//!   consumer's `max_version` is 1 or more) or `dltensor` (the legacy `DLManagedTensor`).
+//!   A consumer that takes the tensor renames it `used_...` and calls the tensor's deleter
+//!   when done; a capsule dropped unconsumed calls the deleter itself. Either way the
+//!   deleter runs exactly once.
+//! - The producer makes the consumer's `stream` wait for its pending work (the reverse of
+//!   the CUDA Array Interface, where the consumer waits on the producer's stream).
+//! - Strides count elements.
+
+use std::ffi::{c_void, CStr};
+use std::ptr;
+
+use cai_core::dlpack::{self, device_type, flags, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLTensor};
+use cai_core::{Descriptor, Extent, Stream};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyInt, PyTuple};
+use pyo3::{ffi, intern};
+
+use crate::error::{received, Problem};
+use crate::parse::Parsed;
+use crate::sync::{copy_device, export_device, order_export, Copied};
+
+const DLTENSOR: &CStr = c"dltensor";
+const USED_DLTENSOR: &CStr = c"used_dltensor";
+const VERSIONED: &CStr = c"dltensor_versioned";
+const USED_VERSIONED: &CStr = c"used_dltensor_versioned";
+
+/// Whose memory an array is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Memory {
+    /// CUDA device (or managed) memory, exported through `__cuda_array_interface__`.
+    Device,
+    /// Host memory, exported through `__array_interface__`.
+    Host,
+}
+
+/// The arguments of `__dlpack__`, as received.
+pub(crate) struct Request<'a, 'py> {
+    pub(crate) stream: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) max_version: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) dl_device: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) copy: Option<&'a Bound<'py, PyAny>>,
+}
+
+fn buffer_error(message: String) -> PyErr {
+    Problem::buffer_error(message).into()
+}
+
+fn some<'a, 'py>(v: Option<&'a Bound<'py, PyAny>>) -> Option<&'a Bound<'py, PyAny>> {
+    v.filter(|v| !v.is_none())
+}
+
+fn int_pair(value: &Bound<'_, PyAny>, what: &str) -> PyResult<(i64, i64)> {
+    let bad = || -> PyResult<PyErr> {
+        Ok(PyTypeError::new_err(format!("{what}: expected a tuple of two ints, received {}", received(value)?)))
+    };
+    let Ok(t) = value.cast::<PyTuple>() else { return Err(bad()?) };
+    if t.len() != 2 {
+        return Err(bad()?);
+    }
+    let mut out = [0i64; 2];
+    for (slot, item) in out.iter_mut().zip(t.iter()) {
+        if item.is_instance_of::<PyBool>() {
+            return Err(bad()?);
+        }
+        *slot = match item.extract::<i64>() {
+            Ok(v) => v,
+            Err(e) if crate::parse::must_propagate(value.py(), &e) => return Err(e),
+            Err(_) => return Err(bad()?),
+        };
+    }
+    Ok((out[0], out[1]))
+}
+
+/// The consumer's `stream` for an export: `None` for no ordering.
+fn export_stream(value: Option<&Bound<'_, PyAny>>, memory: Memory) -> PyResult<Option<Stream>> {
+    let Some(value) = some(value) else {
+        // The array API's default: the legacy default stream for CUDA, nothing on the host.
+        return Ok(match memory {
+            Memory::Device => Some(Stream::LegacyDefault),
+            Memory::Host => None,
+        });
+    };
+    if memory == Memory::Host {
+        return Err(buffer_error(format!(
+            "stream: host memory is exported with stream=None, received {}",
+            received(value)?
+        )));
+    }
+    if value.is_instance_of::<PyBool>() || !value.is_instance_of::<PyInt>() {
+        return Err(PyTypeError::new_err(format!("stream: expected None or an int, received {}", received(value)?)));
+    }
+    let raw: i64 = value.extract().map_err(|_| {
+        PyValueError::new_err(format!("stream: {} is not a stream", received(value).unwrap_or_default()))
+    })?;
+    match raw {
+        -1 => Ok(None),
+        0 => Err(PyValueError::new_err(
+            "stream: 0 is disallowed (ambiguous between the legacy and the per-thread default stream)",
+        )),
+        n if n < 0 => {
+            Err(PyValueError::new_err(format!("stream: {n} is not a stream (-1 asks for no synchronization)")))
+        }
+        n => Ok(Some(Stream::from_raw(Some(n as usize)).map_err(crate::error::to_py_err)?)),
+    }
+}
+
+fn max_version(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<(i64, i64)>> {
+    some(value).map(|v| int_pair(v, "max_version")).transpose()
+}
+
+fn dl_device(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<DLDevice>> {
+    let Some(v) = some(value) else { return Ok(None) };
+    let (t, id) = int_pair(v, "dl_device")?;
+    let narrow =
+        |n: i64| i32::try_from(n).map_err(|_| PyValueError::new_err(format!("dl_device: {n} is out of range")));
+    Ok(Some(DLDevice { device_type: narrow(t)?, device_id: narrow(id)? }))
+}
+
+fn copy_flag(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<bool>> {
+    let Some(v) = some(value) else { return Ok(None) };
+    match v.cast::<PyBool>() {
+        Ok(b) => Ok(Some(b.is_true())),
+        Err(_) => Err(PyTypeError::new_err(format!("copy: expected None, True or False, received {}", received(v)?))),
+    }
+}
+
+fn describe(device: DLDevice) -> String {
+    format!("({}, {})", dlpack::device_type_name(device.device_type), device.device_id)
+}
+
+/// `__dlpack_device__` of an array.
+pub(crate) fn device(py: Python<'_>, descriptor: &Descriptor, extent: Extent, memory: Memory) -> PyResult<DLDevice> {
+    match memory {
+        Memory::Host => Ok(DLDevice { device_type: device_type::CPU, device_id: 0 }),
+        Memory::Device => {
+            let check = crate::config::get(py)?.check_pointers;
+            export_device(py, descriptor.data, extent.is_empty(), check)
+        }
+    }
+}
+
+/// The most dimensions whose shape and strides live inside an export's one allocation.
+const INLINE_DIMS: usize = 8;
+
+/// One export, in one allocation: the managed tensor a capsule points at (first, so that
+/// a pointer to it is a pointer to the whole), the shape and strides it points into, the
+/// exporting object (kept alive as long as the tensor), and a copy made for this export.
+#[repr(C)]
+struct Export<M> {
+    managed: M,
+    inline: [i64; 2 * INLINE_DIMS],
+    spilled: Option<Box<[i64]>>,
+    _owner: Option<Py<PyAny>>,
+    _copy: Option<Copied>,
+}
+
+/// The two managed tensor structs.
+trait Managed {
+    fn tensor(&mut self) -> &mut DLTensor;
+}
+
+impl Managed for DLManagedTensor {
+    fn tensor(&mut self) -> &mut DLTensor {
+        &mut self.dl_tensor
+    }
+}
+
+impl Managed for DLManagedTensorVersioned {
+    fn tensor(&mut self) -> &mut DLTensor {
+        &mut self.dl_tensor
+    }
+}
+
+/// Drops an export, attached to the interpreter so that the exporting object is released
+/// at once (a consumer may call the deleter from a thread that does not hold the GIL: it
+/// is taken, as NumPy's deleter does; during shutdown the release is left to pyo3's pool).
+fn release<M>(export: Box<Export<M>>) {
+    let _ = Python::try_attach(move |_| drop(export));
+}
+
+/// Frees a legacy tensor made by [`export`].
+unsafe extern "C" fn delete_legacy(tensor: *mut DLManagedTensor) {
+    if !tensor.is_null() {
+        // SAFETY: the tensor is the first field of an `Export` made by `Box::into_raw` in
+        // `export`, and the deleter runs once (the protocol's rule, which our capsule
+        // destructor follows).
+        release(unsafe { Box::from_raw(tensor.cast::<Export<DLManagedTensor>>()) });
+    }
+}
+
+/// Frees a versioned tensor made by [`export`].
+unsafe extern "C" fn delete_versioned(tensor: *mut DLManagedTensorVersioned) {
+    if !tensor.is_null() {
+        // SAFETY: as in `delete_legacy`.
+        release(unsafe { Box::from_raw(tensor.cast::<Export<DLManagedTensorVersioned>>()) });
+    }
+}
+
+/// Boxes an export of `managed` (whose tensor's shape and strides are set here) and
+/// returns the pointer a capsule holds.
+fn boxed<M: Managed>(managed: M, descriptor: &Descriptor, owner: Py<PyAny>, copy: Option<Copied>) -> PyResult<*mut M> {
+    let ndim = descriptor.ndim();
+    let mut export = Box::new(Export {
+        managed,
+        inline: [0; 2 * INLINE_DIMS],
+        spilled: (ndim > INLINE_DIMS).then(|| vec![0; 2 * ndim].into_boxed_slice()),
+        _owner: Some(owner),
+        _copy: copy,
+    });
+    let dims: &mut [i64] = match &mut export.spilled {
+        Some(b) => b,
+        None => &mut export.inline[..2 * ndim],
+    };
+    let (shape, strides) = dims.split_at_mut(ndim);
+    for (slot, &n) in shape.iter_mut().zip(&descriptor.shape) {
+        *slot =
+            i64::try_from(n).map_err(|_| buffer_error(format!("shape: dimension {n} does not fit DLPack's int64")))?;
+    }
+    dlpack::write_element_strides(descriptor, strides).map_err(|e| buffer_error(format!("strides: {e}")))?;
+    let (shape, strides) = (shape.as_mut_ptr(), strides.as_mut_ptr());
+    let tensor = export.managed.tensor();
+    tensor.shape = shape;
+    tensor.strides = strides;
+    Ok(Box::into_raw(export).cast::<M>())
+}
+
+/// The destructor of a legacy capsule: deletes the tensor unless a consumer took it.
+unsafe extern "C" fn legacy_capsule_destructor(capsule: *mut ffi::PyObject) {
+    // SAFETY: called by Python with the capsule; IsValid sets no exception.
+    unsafe {
+        if ffi::PyCapsule_IsValid(capsule, DLTENSOR.as_ptr()) == 1 {
+            let tensor = ffi::PyCapsule_GetPointer(capsule, DLTENSOR.as_ptr()).cast::<DLManagedTensor>();
+            if let Some(deleter) = tensor.as_ref().and_then(|t| t.deleter) {
+                deleter(tensor);
+            }
+        }
+    }
+}
+
+/// The destructor of a versioned capsule.
+unsafe extern "C" fn versioned_capsule_destructor(capsule: *mut ffi::PyObject) {
+    // SAFETY: as above.
+    unsafe {
+        if ffi::PyCapsule_IsValid(capsule, VERSIONED.as_ptr()) == 1 {
+            let tensor = ffi::PyCapsule_GetPointer(capsule, VERSIONED.as_ptr()).cast::<DLManagedTensorVersioned>();
+            if let Some(deleter) = tensor.as_ref().and_then(|t| t.deleter) {
+                deleter(tensor);
+            }
+        }
+    }
+}
+
+/// `__dlpack__` of an array exported by `owner`.
+pub(crate) fn export<'py>(
+    owner: &Bound<'py, PyAny>,
+    descriptor: &Descriptor,
+    extent: Extent,
+    memory: Memory,
+    request: Request<'_, 'py>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = owner.py();
+    let versioned = max_version(request.max_version)?.is_some_and(|(major, _)| major >= 1);
+    let copy = copy_flag(request.copy)?;
+    let stream = export_stream(request.stream, memory)?;
+    let wanted = dl_device(request.dl_device)?;
+    let dtype = dlpack::data_type(&descriptor.typestr).map_err(|e| buffer_error(format!("typestr: {e}")))?;
+    if !descriptor.has_element_strides() {
+        // Named before any side effect (ordering, copies).
+        dlpack::element_strides(descriptor).map_err(|e| buffer_error(format!("strides: {e}")))?;
+    }
+    if descriptor.readonly && !versioned && copy != Some(true) {
+        return Err(buffer_error(
+            "data: a read-only array cannot be exported through a legacy DLPack capsule, which cannot say read-only; \
+             ask for a versioned one (max_version=(1, 0)) or a copy"
+                .to_owned(),
+        ));
+    }
+    let own = device(py, descriptor, extent, memory)?;
+    let target = wanted.unwrap_or(own);
+    let to_host = target != own;
+    if to_host {
+        let device_memory = matches!(own.device_type, device_type::CUDA | device_type::CUDA_MANAGED);
+        if !(device_memory && target == (DLDevice { device_type: device_type::CPU, device_id: 0 })) {
+            return Err(buffer_error(format!(
+                "dl_device: the array is in {} memory and cannot be exported to {}; only device to host copies are made",
+                describe(own),
+                describe(target)
+            )));
+        }
+        if copy == Some(false) {
+            return Err(buffer_error(format!(
+                "dl_device: exporting {} memory to {} needs a copy, and copy=False forbids one",
+                describe(own),
+                describe(target)
+            )));
+        }
+    }
+    if let Some(consumer) = stream.filter(|_| memory == Memory::Device && !to_host) {
+        order_export(py, descriptor.stream, consumer, own.device_id)?;
+    }
+    let bytes = descriptor.byte_range_of(extent).map_err(crate::error::to_py_err)?;
+    let copied = if to_host || copy == Some(true) {
+        let len = bytes.end - bytes.start;
+        Some(match memory {
+            Memory::Host => {
+                // SAFETY: the array's bytes lie in memory its producer keeps alive while
+                // `owner`, which we hold, is; validation checked the range.
+                let src = unsafe { std::slice::from_raw_parts(bytes.start as *const u8, len) };
+                Copied::Host(src.to_vec().into_boxed_slice())
+            }
+            Memory::Device => copy_device(py, descriptor.stream, bytes.start, len, own.device_id, to_host)?,
+        })
+    } else {
+        None
+    };
+    // The copy keeps the array's layout: the first element sits at the same offset from
+    // the lowest byte.
+    let data = match &copied {
+        Some(c) => c.address() + (descriptor.data - bytes.start),
+        None => descriptor.data,
+    };
+    let mut flag_bits = 0;
+    if copied.is_some() {
+        flag_bits |= flags::IS_COPIED;
+    } else if descriptor.readonly {
+        flag_bits |= flags::READ_ONLY;
+    }
+    let tensor = DLTensor {
+        data: data as *mut c_void,
+        device: target,
+        ndim: i32::try_from(descriptor.ndim()).map_err(|_| buffer_error("shape: too many dimensions".to_owned()))?,
+        dtype,
+        shape: ptr::null_mut(),
+        strides: ptr::null_mut(),
+        byte_offset: 0,
+    };
+    let owner = owner.clone().unbind();
+    // SAFETY: each branch hands the capsule a tensor made by `boxed`, with a destructor
+    // that frees it once unless a consumer took it; if the capsule cannot be made, the
+    // tensor is freed here.
+    unsafe {
+        let capsule = if versioned {
+            let managed = DLManagedTensorVersioned {
+                version: dlpack::VERSION,
+                manager_ctx: ptr::null_mut(),
+                deleter: Some(delete_versioned),
+                flags: flag_bits,
+                dl_tensor: tensor,
+            };
+            let managed = boxed(managed, descriptor, owner, copied)?;
+            (*managed).manager_ctx = managed.cast();
+            let capsule = ffi::PyCapsule_New(managed.cast(), VERSIONED.as_ptr(), Some(versioned_capsule_destructor));
+            if capsule.is_null() {
+                delete_versioned(managed);
+            }
+            capsule
+        } else {
+            let managed =
+                DLManagedTensor { dl_tensor: tensor, manager_ctx: ptr::null_mut(), deleter: Some(delete_legacy) };
+            let managed = boxed(managed, descriptor, owner, copied)?;
+            (*managed).manager_ctx = managed.cast();
+            let capsule = ffi::PyCapsule_New(managed.cast(), DLTENSOR.as_ptr(), Some(legacy_capsule_destructor));
+            if capsule.is_null() {
+                delete_legacy(managed);
+            }
+            capsule
+        };
+        Bound::from_owned_ptr_or_err(py, capsule)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Import.
+
+/// A tensor taken from a consumed capsule: its deleter runs when this is dropped.
+enum Taken {
+    Legacy(*mut DLManagedTensor),
+    Versioned(*mut DLManagedTensorVersioned),
+}
+
+/// The owner of an imported DLPack tensor, kept alive by the views of it; the producer's
+/// deleter runs once, when the last view goes.
+#[pyclass(frozen, module = "cai", name = "DLPackTensor")]
+pub struct DLPackTensor {
+    taken: Taken,
+}
+
+impl std::fmt::Debug for DLPackTensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.__repr__())
+    }
+}
+
+// SAFETY: the tensor is a pointer the producer gave away with the capsule; DLPack lets
+// its deleter run on any thread, and nothing else touches it through this object.
+unsafe impl Send for DLPackTensor {}
+// SAFETY: as above; shared access reads nothing through the pointer.
+unsafe impl Sync for DLPackTensor {}
+
+impl Drop for DLPackTensor {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from a capsule this process renamed `used_...`, so the
+        // deleter is ours to call, once.
+        unsafe {
+            match self.taken {
+                Taken::Legacy(t) => {
+                    if let Some(deleter) = t.as_ref().and_then(|t| t.deleter) {
+                        deleter(t);
+                    }
+                }
+                Taken::Versioned(t) => {
+                    if let Some(deleter) = t.as_ref().and_then(|t| t.deleter) {
+                        deleter(t);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[pymethods]
+impl DLPackTensor {
+    fn __repr__(&self) -> &'static str {
+        match self.taken {
+            Taken::Legacy(_) => "cai.DLPackTensor(legacy)",
+            Taken::Versioned(_) => "cai.DLPackTensor(versioned)",
+        }
+    }
+}
+
+/// A tensor read from a DLPack producer.
+pub(crate) struct Imported {
+    pub(crate) parsed: Parsed,
+    /// The [`DLPackTensor`] the views keep alive.
+    pub(crate) owner: Py<PyAny>,
+    pub(crate) memory: Memory,
+}
+
+fn memory_of(device: DLDevice) -> PyResult<Memory> {
+    match device.device_type {
+        device_type::CPU | device_type::CUDA_HOST => Ok(Memory::Host),
+        device_type::CUDA | device_type::CUDA_MANAGED => Ok(Memory::Device),
+        other => Err(buffer_error(format!(
+            "__dlpack_device__: {} ({other}) memory is neither host nor CUDA memory; cai reads kDLCPU, kDLCUDA, \
+             kDLCUDAHost and kDLCUDAManaged",
+            dlpack::device_type_name(other)
+        ))),
+    }
+}
+
+/// Whether `obj` offers `__dlpack__`.
+pub(crate) fn offers(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(obj.getattr_opt(intern!(obj.py(), "__dlpack__"))?.is_some())
+}
+
+/// Reads `obj` through DLPack. `stream` is the consumer's stream for CUDA memory (the
+/// producer orders its work before it; `None`: no synchronization); `copy` is passed on.
+pub(crate) fn import(obj: &Bound<'_, PyAny>, stream: Option<Stream>, copy: Option<bool>) -> PyResult<Imported> {
+    let py = obj.py();
+    let type_name = obj.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string());
+    let Some(dlpack_method) = obj.getattr_opt(intern!(py, "__dlpack__"))? else {
+        return Err(PyTypeError::new_err(format!("__dlpack__: objects of type '{type_name}' do not export it")));
+    };
+    let Some(device_method) = obj.getattr_opt(intern!(py, "__dlpack_device__"))? else {
+        return Err(PyTypeError::new_err(format!(
+            "__dlpack_device__: objects of type '{type_name}' have __dlpack__ but not __dlpack_device__"
+        )));
+    };
+    let reported = device_method.call0()?;
+    let (t, id) = int_pair(&reported, "__dlpack_device__")?;
+    let reported = DLDevice {
+        device_type: i32::try_from(t).unwrap_or(i32::MAX),
+        device_id: i32::try_from(id).unwrap_or(i32::MAX),
+    };
+    let memory = memory_of(reported)?;
+    let kwargs = PyDict::new(py);
+    if memory == Memory::Device {
+        match stream.and_then(Stream::to_raw) {
+            Some(raw) => kwargs.set_item(intern!(py, "stream"), raw)?,
+            None => kwargs.set_item(intern!(py, "stream"), -1)?,
+        }
+    }
+    kwargs.set_item(intern!(py, "max_version"), (1u32, 0u32))?;
+    if let Some(c) = copy {
+        kwargs.set_item(intern!(py, "copy"), c)?;
+    }
+    let capsule = match dlpack_method.call((), Some(&kwargs)) {
+        Ok(c) => c,
+        // A producer from before DLPack 1.0 takes no `max_version`.
+        Err(e) if e.is_instance_of::<PyTypeError>(py) && copy.is_none() => {
+            kwargs.del_item(intern!(py, "max_version"))?;
+            dlpack_method.call((), Some(&kwargs)).map_err(|_| e)?
+        }
+        Err(e) => return Err(e),
+    };
+    let owner = take(&capsule)?;
+    let parsed = read_tensor(&owner, memory, stream)?;
+    Ok(Imported { parsed, owner: owner.into_any().unbind(), memory })
+}
+
+/// Takes the tensor out of a capsule (renaming it `used_...`), into a [`DLPackTensor`].
+fn take<'py>(capsule: &Bound<'py, PyAny>) -> PyResult<Bound<'py, DLPackTensor>> {
+    let py = capsule.py();
+    // SAFETY: a type check of a live object.
+    if unsafe { ffi::PyCapsule_CheckExact(capsule.as_ptr()) } == 0 {
+        return Err(PyTypeError::new_err(format!("__dlpack__: expected a PyCapsule, received {}", received(capsule)?)));
+    }
+    // SAFETY: `capsule` is a capsule; GetName sets no exception for a valid one.
+    let name = unsafe { ffi::PyCapsule_GetName(capsule.as_ptr()) };
+    // SAFETY: a capsule's name is null or a NUL-terminated string that lives as long as it.
+    let name = (!name.is_null()).then(|| unsafe { CStr::from_ptr(name) });
+    let (versioned, used) = match name {
+        Some(n) if n == VERSIONED => (true, USED_VERSIONED),
+        Some(n) if n == DLTENSOR => (false, USED_DLTENSOR),
+        Some(n) if n == USED_VERSIONED || n == USED_DLTENSOR => {
+            return Err(buffer_error(format!(
+                "__dlpack__: the capsule was already consumed (it is named '{}')",
+                n.to_string_lossy()
+            )))
+        }
+        other => {
+            return Err(PyTypeError::new_err(format!(
+                "__dlpack__: expected a capsule named 'dltensor' or 'dltensor_versioned', received one named {}",
+                other.map_or_else(|| "None".to_owned(), |n| format!("'{}'", n.to_string_lossy()))
+            )))
+        }
+    };
+    let name_ptr = if versioned { VERSIONED.as_ptr() } else { DLTENSOR.as_ptr() };
+    // SAFETY: the capsule has this name; the pointer is its tensor.
+    let pointer = unsafe { ffi::PyCapsule_GetPointer(capsule.as_ptr(), name_ptr) };
+    if pointer.is_null() {
+        return Err(PyErr::take(py).unwrap_or_else(|| PyTypeError::new_err("__dlpack__: the capsule holds no tensor")));
+    }
+    // SAFETY: renaming to a static name makes the tensor ours: the capsule's destructor
+    // (any conforming one) leaves a used capsule's tensor alone.
+    if unsafe { ffi::PyCapsule_SetName(capsule.as_ptr(), used.as_ptr()) } != 0 {
+        return Err(PyErr::fetch(py));
+    }
+    let taken = if versioned { Taken::Versioned(pointer.cast()) } else { Taken::Legacy(pointer.cast()) };
+    Bound::new(py, DLPackTensor { taken })
+}
+
+fn read_tensor(owner: &Bound<'_, DLPackTensor>, memory: Memory, stream: Option<Stream>) -> PyResult<Parsed> {
+    // SAFETY: the tensor is alive as long as `owner` (its deleter has not run), and the
+    // producer may not change it once exported.
+    let (tensor, readonly) = unsafe {
+        match owner.get().taken {
+            Taken::Legacy(t) => (&(*t).dl_tensor, false),
+            Taken::Versioned(t) => {
+                let version = (*t).version;
+                if version.major > dlpack::VERSION.major {
+                    return Err(buffer_error(format!(
+                        "__dlpack__: DLPack {}.{} is newer than the versions cai reads (1.x)",
+                        version.major, version.minor
+                    )));
+                }
+                (&(*t).dl_tensor, (*t).flags & flags::READ_ONLY != 0)
+            }
+        }
+    };
+    let typestr = dlpack::typestr(tensor.dtype).map_err(|e| buffer_error(format!("dtype: {e}")))?;
+    let ndim = usize::try_from(tensor.ndim).ok().filter(|&n| n <= 64).ok_or_else(|| {
+        PyValueError::new_err(format!("ndim: {} is not a number of dimensions cai reads (0 to 64)", tensor.ndim))
+    })?;
+    let read = |p: *mut i64, what: &str| -> PyResult<Vec<i64>> {
+        if ndim == 0 {
+            return Ok(Vec::new());
+        }
+        if p.is_null() {
+            return Err(PyValueError::new_err(format!("{what}: the tensor has {ndim} dimensions and no {what}")));
+        }
+        // SAFETY: the producer exports `ndim` entries at `p`, alive with the tensor.
+        Ok(unsafe { std::slice::from_raw_parts(p, ndim) }.to_vec())
+    };
+    let shape: Vec<usize> = read(tensor.shape, "shape")?
+        .into_iter()
+        .map(|n| usize::try_from(n).map_err(|_| PyValueError::new_err(format!("shape: a dimension is negative: {n}"))))
+        .collect::<PyResult<_>>()?;
+    let itemsize = isize::try_from(typestr.itemsize()).unwrap_or(isize::MAX);
+    let strides = if tensor.strides.is_null() {
+        None
+    } else {
+        let elements = read(tensor.strides, "strides")?;
+        let bytes = elements
+            .iter()
+            .map(|&s| isize::try_from(s).ok().and_then(|s| s.checked_mul(itemsize)))
+            .collect::<Option<Vec<isize>>>()
+            .ok_or_else(|| PyValueError::new_err(format!("strides: {elements:?} elements overflow in bytes")))?;
+        Some(bytes)
+    };
+    let data = (tensor.data as usize)
+        .checked_add(usize::try_from(tensor.byte_offset).unwrap_or(usize::MAX))
+        .ok_or_else(|| PyValueError::new_err("data: the pointer plus byte_offset leaves the address space"))?;
+    let view_stream = match memory {
+        Memory::Device => stream.unwrap_or(Stream::None),
+        Memory::Host => Stream::None,
+    };
+    let descriptor = Descriptor {
+        shape,
+        strides,
+        typestr,
+        descr: None,
+        data,
+        readonly,
+        version: cai_core::CURRENT_VERSION,
+        mask: None,
+        stream: view_stream,
+    };
+    let extent = descriptor.validate().map_err(crate::error::to_py_err)?;
+    Ok(Parsed { descriptor, declared_version: u64::from(cai_core::CURRENT_VERSION), mask: None, extent })
+}

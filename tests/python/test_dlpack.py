@@ -1,0 +1,362 @@
+"""DLPack both ways, against real peers that run without a GPU (NumPy, JAX on CPU): Rust
+containers and cai views exported through `__dlpack__`, and `cai.from_dlpack` of theirs.
+Capsules with unusual contents are built here with ctypes."""
+
+import ctypes
+import gc
+import sys
+import weakref
+
+import numpy as np
+import pytest
+
+import cai
+import cai_fixtures as fx
+from producers import Producer, cai_dict
+
+PTR = 0x7F00_0000_0000
+
+
+def address(a):
+    return a.__array_interface__["data"][0]
+
+
+@pytest.fixture(autouse=True)
+def restore_config():
+    before = cai.configure()
+    yield
+    cai.configure(**before)
+
+
+# -- export: NumPy reads Rust containers and cai views ----------------------------------------
+
+
+def test_numpy_reads_a_derived_host_container_without_a_copy():
+    m = fx.HostMatrix(3, 4)
+    a = np.from_dlpack(m)
+    assert address(a) == m.address() and a.shape == (3, 4) and a.dtype == np.float32 and a.flags.writeable
+    np.testing.assert_array_equal(a, np.arange(12, dtype=np.float32).reshape(3, 4))
+    a[1, 2] = 42.0
+    assert m.get(1, 2) == 42.0
+    m.set(0, 0, -1.0)
+    assert a[0, 0] == -1.0
+    assert m.__dlpack_device__() == (1, 0)
+
+
+def test_read_only_is_carried_and_a_legacy_capsule_refused():
+    v = fx.FrozenVector([1, 2, 3])
+    a = np.from_dlpack(v)  # NumPy asks for a versioned capsule
+    assert not a.flags.writeable and list(a) == [1, 2, 3]
+    with pytest.raises(BufferError, match="read-only array cannot be exported through a legacy DLPack capsule"):
+        v.__dlpack__()
+    c = np.from_dlpack(v, copy=True)
+    assert c.flags.writeable and address(c) != address(a) and list(c) == [1, 2, 3]
+    assert v.__dlpack__(max_version=(1, 0)) is not None
+
+
+def test_copies_are_the_consumers():
+    m = fx.HostMatrix(2, 3)
+    c = np.from_dlpack(m, copy=True)
+    assert address(c) != m.address()
+    c[0, 0] = 99.0
+    assert m.get(0, 0) == 0.0
+    same = np.from_dlpack(m, copy=False)
+    assert address(same) == m.address()
+
+
+def test_named_arrays_and_views_export_too():
+    cloud = fx.HostCloud(4)
+    xyz, ids = np.from_dlpack(cloud.xyz), np.from_dlpack(cloud.ids)
+    assert xyz.shape == (4, 3) and ids.dtype == np.uint32 and list(ids) == [0, 1, 2, 3]
+    assert address(xyz) == cloud.xyz.ptr
+    base = np.arange(24, dtype=np.float64).reshape(4, 6)
+    for arr in (base, base.T, base[1:3, ::2], base[::-1], base[:0], np.array(5.0)):
+        view = cai.as_array(arr)
+        back = np.from_dlpack(view)
+        assert address(back) == address(arr) or arr.size == 0
+        assert back.shape == arr.shape and (back.strides == arr.strides or arr.size == 0)
+        np.testing.assert_array_equal(back, arr)
+
+
+def test_export_arguments_are_checked():
+    m = fx.HostMatrix(2, 2)
+    with pytest.raises(BufferError, match=r"stream: host memory is exported with stream=None, received 1 \(int\)"):
+        m.__dlpack__(stream=1)
+    with pytest.raises(BufferError, match=r"dl_device: the array is in \(kDLCPU, 0\) memory and cannot be exported to \(kDLCUDA, 0\)"):
+        m.__dlpack__(dl_device=(2, 0))
+    assert m.__dlpack__(dl_device=(1, 0)) is not None
+    with pytest.raises(TypeError, match=r"max_version: expected a tuple of two ints, received '1.0' \(str\)"):
+        m.__dlpack__(max_version="1.0")
+    with pytest.raises(TypeError, match=r"copy: expected None, True or False, received 1 \(int\)"):
+        m.__dlpack__(copy=1)
+    with pytest.raises(TypeError, match=r"dl_device: expected a tuple of two ints"):
+        m.__dlpack__(dl_device=(1,))
+
+
+def test_strides_that_are_not_whole_elements_are_refused():
+    rec = np.zeros(4, dtype=[("a", "u1"), ("b", "<f4")])  # packed: b's stride is 5 bytes
+    view = cai.as_array(Producer(rec["b"].__array_interface__, host=True))
+    with pytest.raises(BufferError, match=r"strides: strides \(5,\) are not whole multiples of the element size 4"):
+        view.__dlpack__()
+
+
+def test_types_without_a_dlpack_type_are_refused_by_name():
+    view = cai.as_array(np.zeros(3, dtype="<M8[ns]"))
+    with pytest.raises(BufferError, match=r"typestr: '<M8\[ns\]' has no DLPack data type"):
+        view.__dlpack__()
+
+
+# -- import: cai reads NumPy's and JAX's arrays -------------------------------------------------
+
+DTYPES = ["?", "i1", "<i2", "<i4", "<i8", "u1", "<u2", "<u4", "<u8", "<f2", "<f4", "<f8", "<c8", "<c16"]
+
+
+def layouts(dtype):
+    base = np.arange(24).astype(dtype).reshape(4, 6)
+    yield "c", base
+    yield "transposed", base.T
+    yield "sliced", base[1:3, 1::2]
+    yield "negative", base[::-1, ::-1]
+    yield "0-d", np.array(base[2, 3])
+    yield "empty", base[:0]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cai_reads_numpy_in_every_layout_and_type(dtype):
+    for name, arr in layouts(dtype):
+        v = cai.from_dlpack(arr)
+        assert isinstance(v, cai.HostArray), name
+        assert v.shape == arr.shape and np.dtype(v.typestr) == arr.dtype, name
+        if arr.size:
+            assert v.ptr == address(arr) and v.strides == arr.strides, name
+        assert v.readonly is False and v.stream is None
+        np.testing.assert_array_equal(np.asarray(v), arr)
+        assert isinstance(v.owner, cai.DLPackTensor)
+
+
+def test_cai_reads_a_read_only_numpy_array_as_read_only():
+    arr = np.arange(4.0)
+    arr.flags.writeable = False
+    assert cai.from_dlpack(arr).readonly is True
+
+
+def test_jax_reads_a_rust_container_and_cai_reads_jax():
+    jnp = pytest.importorskip("jax.numpy")
+    v = fx.AlignedVector(64)
+    j = jnp.from_dlpack(v)
+    assert j.unsafe_buffer_pointer() == v.address(), "JAX copied a 64-byte aligned host buffer"
+    np.testing.assert_array_equal(np.asarray(j), np.arange(64, dtype=np.float32))
+    x = jnp.arange(12.0, dtype=jnp.float32).reshape(3, 4)
+    view = cai.from_dlpack(x)
+    assert view.ptr == x.unsafe_buffer_pointer() and view.shape == (3, 4) and view.typestr == "<f4"
+    np.testing.assert_array_equal(np.asarray(view), np.asarray(x))
+    assert cai.from_dlpack(jnp.zeros(4, dtype=jnp.bfloat16)).typestr == "<V2", "bfloat16 is <V2, as PyTorch exports it"
+
+
+# -- lifetimes: each deleter runs exactly once -----------------------------------------------------
+
+
+def test_a_capsule_keeps_the_exporter_alive_and_frees_it_once():
+    m = fx.HostMatrix(2, 2)
+    alive = weakref.ref(m)
+    capsule = m.__dlpack__()
+    del m
+    gc.collect()
+    assert alive() is not None, "the capsule keeps the container alive"
+    del capsule  # dropped unconsumed: the capsule calls the deleter
+    gc.collect()
+    assert alive() is None
+
+    m = fx.HostMatrix(2, 2)
+    alive = weakref.ref(m)
+    a = np.from_dlpack(m)
+    del m
+    gc.collect()
+    assert alive() is not None
+    del a  # NumPy consumed the capsule: NumPy calls the deleter
+    gc.collect()
+    assert alive() is None
+
+
+def test_imported_tensors_are_freed_once_with_their_last_view():
+    v = fx.FrozenVector([1, 2, 3])
+    base = sys.getrefcount(v)
+    view = cai.from_dlpack(v)
+    again = np.asarray(view)  # a second consumer of the same tensor, through the view
+    assert sys.getrefcount(v) == base + 1
+    del view
+    gc.collect()
+    assert sys.getrefcount(v) == base + 1, "NumPy's array still holds the view"
+    del again
+    gc.collect()
+    assert sys.getrefcount(v) == base
+
+
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_no_leak_over_a_hundred_thousand_exports_and_imports():
+    m = fx.HostMatrix(8, 8)
+    x = np.arange(64.0)
+    base_m, base_x = sys.getrefcount(m), sys.getrefcount(x)
+    for _ in range(2000):  # warm up allocator pools
+        np.from_dlpack(m)
+        cai.from_dlpack(x)
+    before = rss()
+    for _ in range(100_000):
+        np.from_dlpack(m)
+        m.__dlpack__(max_version=(1, 0))
+        cai.from_dlpack(x)
+    gc.collect()
+    grown = rss() - before
+    assert sys.getrefcount(m) == base_m and sys.getrefcount(x) == base_x
+    assert grown < 8 << 20, f"memory grew by {grown / 1e6:.1f} MB over 10^5 round trips"
+
+
+# -- capsules made by hand: what cai refuses -----------------------------------------------------
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class DLManagedTensorVersioned(ctypes.Structure):
+    _fields_ = [
+        ("major", ctypes.c_uint32),
+        ("minor", ctypes.c_uint32),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", DELETER),
+        ("flags", ctypes.c_uint64),
+        ("dl_tensor", DLTensor),
+    ]
+
+
+class HandMade:
+    """A producer of one versioned capsule over `memory`, counting its deleter's calls."""
+
+    def __init__(self, memory, shape, code=2, bits=32, lanes=1, device=(1, 0), major=1, ptr=None):
+        self.memory = memory
+        self.deleted = 0
+        self.shape = (ctypes.c_int64 * len(shape))(*shape)
+        self.device = device
+        self._deleter = DELETER(self._delete)
+        self.managed = DLManagedTensorVersioned(
+            major, 0, None, self._deleter, 0,
+            DLTensor(ptr if ptr is not None else memory.ctypes.data, DLDevice(*device), len(shape),
+                     DLDataType(code, bits, lanes), self.shape, None, 0),
+        )
+
+    def _delete(self, _):
+        self.deleted += 1
+
+    def __dlpack_device__(self):
+        return self.device
+
+    def __dlpack__(self, **kwargs):
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype = ctypes.py_object
+        new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        return new(ctypes.addressof(self.managed), b"dltensor_versioned", None)
+
+
+def test_a_hand_made_capsule_is_read_and_its_deleter_called_once():
+    mem = np.arange(6, dtype=np.float32)
+    p = HandMade(mem, (2, 3))
+    v = cai.from_dlpack(p)
+    assert v.shape == (2, 3) and v.ptr == mem.ctypes.data and v.strides == (12, 4)
+    assert p.deleted == 0
+    del v
+    gc.collect()
+    assert p.deleted == 1
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,message",
+    [
+        ({"code": 10, "bits": 8}, BufferError, r"dtype: kDLFloat8_e4m3fn \(8 bits\) has no typestr"),
+        ({"code": 2, "bits": 32, "lanes": 4}, BufferError, "dtype: kDLFloat \\(32 bits, 4 lanes\\) has 4 lanes"),
+        ({"major": 2}, BufferError, r"DLPack 2.0 is newer than the versions cai reads \(1.x\)"),
+        ({"device": (8, 0)}, BufferError, r"kDLMetal \(8\) memory is neither host nor CUDA memory"),
+    ],
+)
+def test_what_cai_cannot_read_is_refused_and_still_freed(kwargs, error, message):
+    p = HandMade(np.zeros(4, np.float32), (4,), **kwargs)
+    with pytest.raises(error, match=message):
+        cai.from_dlpack(p)
+    gc.collect()
+    assert p.deleted == (0 if "device" in kwargs else 1), "a tensor taken is freed, one not taken is not touched"
+
+
+def test_used_capsules_non_capsules_and_non_producers_are_refused():
+    m = fx.HostMatrix(2, 2)
+    capsule = m.__dlpack__()
+    np.from_dlpack(type("Once", (), {"__dlpack__": lambda s, **k: capsule, "__dlpack_device__": lambda s: (1, 0)})())
+    used = type("Used", (), {"__dlpack__": lambda s, **k: capsule, "__dlpack_device__": lambda s: (1, 0)})()
+    with pytest.raises(BufferError, match="the capsule was already consumed"):
+        cai.from_dlpack(used)
+    with pytest.raises(TypeError, match=r"__dlpack__: expected a PyCapsule, received 5 \(int\)"):
+        cai.from_dlpack(type("Five", (), {"__dlpack__": lambda s, **k: 5, "__dlpack_device__": lambda s: (1, 0)})())
+    with pytest.raises(TypeError, match="__dlpack__: objects of type 'object' do not export it"):
+        cai.from_dlpack(object())
+
+
+# -- device memory without a GPU: the capsule mechanics, on made-up pointers ---------------------
+
+
+def test_a_device_export_round_trips_through_cai_without_touching_memory():
+    cai.configure(check_pointers=False, import_sync="ignore")
+    d = fx.DeviceMatrix(PTR, 12, [3, 4])
+    assert d.__dlpack_device__() == (2, 0)
+    v = cai.from_dlpack(d)
+    assert isinstance(v, cai.CudaArray) and v.ptr == PTR and v.shape == (3, 4)
+    assert v.stream == 1, "the producer was asked to order its work before the legacy default stream"
+    assert cai.from_dlpack(d, stream=-1).stream is None
+    with pytest.raises(ValueError, match="stream: 0 is disallowed"):
+        d.__dlpack__(stream=0)
+
+
+def test_an_extractor_reads_a_dlpack_only_producer():
+    cai.configure(check_pointers=False, import_sync="ignore")
+    view = cai.from_dlpack(fx.DeviceMatrix(PTR, 12, [3, 4]))
+    only_dlpack = type("OnlyDLPack", (), {"__dlpack__": view.__dlpack__, "__dlpack_device__": view.__dlpack_device__})()
+    assert fx.describe_f32(only_dlpack)[:3] == (PTR, [3, 4], [16, 4])
+    host_only = fx.HostMatrix(2, 2)
+    with pytest.raises(TypeError, match="whose DLPack device is host memory"):
+        fx.describe_f32(host_only)
+
+
+def test_an_object_with_both_protocols_is_read_through_the_interface():
+    cai.configure(check_pointers=False, import_sync="ignore")
+
+    class Both:
+        __cuda_array_interface__ = cai_dict(shape=(4,), stream=None)
+
+        def __dlpack__(self, **kwargs):
+            raise AssertionError("the extractor took DLPack although the interface was there")
+
+        def __dlpack_device__(self):
+            return (2, 0)
+
+    assert fx.describe_f32(Both())[1] == [4]
