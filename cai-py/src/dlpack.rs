@@ -57,6 +57,16 @@ fn some<'a, 'py>(v: Option<&'a Bound<'py, PyAny>>) -> Option<&'a Bound<'py, PyAn
 }
 
 fn int_pair(value: &Bound<'_, PyAny>, what: &str) -> PyResult<(i64, i64)> {
+    // The usual case, a tuple of two ints, without running any Python code.
+    if let Ok(t) = value.cast_exact::<PyTuple>() {
+        if let (2, Ok(a), Ok(b)) = (t.len(), t.get_borrowed_item(0), t.get_borrowed_item(1)) {
+            if let (Ok(a), Ok(b)) = (a.cast_exact::<PyInt>(), b.cast_exact::<PyInt>()) {
+                if let (Ok(a), Ok(b)) = (a.extract::<i64>(), b.extract::<i64>()) {
+                    return Ok((a, b));
+                }
+            }
+        }
+    }
     let bad = || -> PyResult<PyErr> {
         Ok(PyTypeError::new_err(format!("{what}: expected a tuple of two ints, received {}", received(value)?)))
     };

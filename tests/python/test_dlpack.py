@@ -141,16 +141,19 @@ def test_cai_reads_a_read_only_numpy_array_as_read_only():
 
 
 def test_jax_reads_a_rust_container_and_cai_reads_jax():
+    jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")
+    cpu = jax.devices("cpu")[0]  # where JAX also has a GPU, its arrays would be there
     v = fx.AlignedVector(64)
     j = jnp.from_dlpack(v)
     assert j.unsafe_buffer_pointer() == v.address(), "JAX copied a 64-byte aligned host buffer"
     np.testing.assert_array_equal(np.asarray(j), np.arange(64, dtype=np.float32))
-    x = jnp.arange(12.0, dtype=jnp.float32).reshape(3, 4)
+    x = jax.device_put(jnp.arange(12.0, dtype=jnp.float32).reshape(3, 4), cpu)
     view = cai.from_dlpack(x)
     assert view.ptr == x.unsafe_buffer_pointer() and view.shape == (3, 4) and view.typestr == "<f4"
     np.testing.assert_array_equal(np.asarray(view), np.asarray(x))
-    assert cai.from_dlpack(jnp.zeros(4, dtype=jnp.bfloat16)).typestr == "<V2", "bfloat16 is <V2, as PyTorch exports it"
+    bf16 = jax.device_put(jnp.zeros(4, dtype=jnp.bfloat16), cpu)
+    assert cai.from_dlpack(bf16).typestr == "<V2", "bfloat16 is <V2, as PyTorch exports it"
 
 
 # -- lifetimes: each deleter runs exactly once -----------------------------------------------------
