@@ -171,20 +171,45 @@ struct Export<M> {
     _copy: Option<Copied>,
 }
 
-/// The two managed tensor structs.
-trait Managed {
+/// The two managed tensor structs, and what differs between them.
+trait Managed: Sized {
+    /// The capsule's name while the tensor is not taken.
+    const NAME: &'static CStr;
     fn tensor(&mut self) -> &mut DLTensor;
+    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)>;
 }
 
 impl Managed for DLManagedTensor {
+    const NAME: &'static CStr = DLTENSOR;
     fn tensor(&mut self) -> &mut DLTensor {
         &mut self.dl_tensor
+    }
+    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)> {
+        self.deleter
     }
 }
 
 impl Managed for DLManagedTensorVersioned {
+    const NAME: &'static CStr = VERSIONED;
     fn tensor(&mut self) -> &mut DLTensor {
         &mut self.dl_tensor
+    }
+    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)> {
+        self.deleter
+    }
+}
+
+/// Calls a managed tensor's deleter, if it has one.
+///
+/// # Safety
+///
+/// `tensor` is null or a live managed tensor whose deleter is the caller's to call, once.
+unsafe fn call_deleter<M: Managed>(tensor: *mut M) {
+    // SAFETY: as the caller promises.
+    unsafe {
+        if let Some(deleter) = tensor.as_ref().and_then(Managed::deleter) {
+            deleter(tensor);
+        }
     }
 }
 
@@ -195,21 +220,25 @@ fn release<M>(export: Box<Export<M>>) {
     let _ = Python::try_attach(move |_| drop(export));
 }
 
-/// Frees a legacy tensor made by [`export`].
-unsafe extern "C" fn delete_legacy(tensor: *mut DLManagedTensor) {
+/// The deleter of a tensor made by [`export`].
+unsafe extern "C" fn delete<M>(tensor: *mut M) {
     if !tensor.is_null() {
         // SAFETY: the tensor is the first field of an `Export` made by `Box::into_raw` in
-        // `export`, and the deleter runs once (the protocol's rule, which our capsule
+        // `boxed`, and the deleter runs once (the protocol's rule, which our capsule
         // destructor follows).
-        release(unsafe { Box::from_raw(tensor.cast::<Export<DLManagedTensor>>()) });
+        release(unsafe { Box::from_raw(tensor.cast::<Export<M>>()) });
     }
 }
 
-/// Frees a versioned tensor made by [`export`].
-unsafe extern "C" fn delete_versioned(tensor: *mut DLManagedTensorVersioned) {
-    if !tensor.is_null() {
-        // SAFETY: as in `delete_legacy`.
-        release(unsafe { Box::from_raw(tensor.cast::<Export<DLManagedTensorVersioned>>()) });
+/// The destructor of our capsules: deletes the tensor unless a consumer took it (and
+/// renamed the capsule).
+unsafe extern "C" fn capsule_destructor<M: Managed>(capsule: *mut ffi::PyObject) {
+    // SAFETY: called by Python with the capsule; IsValid sets no exception, and an
+    // untaken tensor's deleter is the capsule's to call.
+    unsafe {
+        if ffi::PyCapsule_IsValid(capsule, M::NAME.as_ptr()) == 1 {
+            call_deleter(ffi::PyCapsule_GetPointer(capsule, M::NAME.as_ptr()).cast::<M>());
+        }
     }
 }
 
@@ -241,29 +270,24 @@ fn boxed<M: Managed>(managed: M, descriptor: &Descriptor, owner: Py<PyAny>, copy
     Ok(Box::into_raw(export).cast::<M>())
 }
 
-/// The destructor of a legacy capsule: deletes the tensor unless a consumer took it.
-unsafe extern "C" fn legacy_capsule_destructor(capsule: *mut ffi::PyObject) {
-    // SAFETY: called by Python with the capsule; IsValid sets no exception.
+/// A capsule holding an export of `managed`, or the error of making it (the export is
+/// then freed).
+fn capsule<'py, M: Managed>(
+    py: Python<'py>,
+    managed: M,
+    descriptor: &Descriptor,
+    owner: Py<PyAny>,
+    copy: Option<Copied>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let managed = boxed(managed, descriptor, owner, copy)?;
+    // SAFETY: `managed` is a tensor made by `boxed`; the capsule's destructor frees it
+    // once unless a consumer takes it, and if the capsule cannot be made it is freed here.
     unsafe {
-        if ffi::PyCapsule_IsValid(capsule, DLTENSOR.as_ptr()) == 1 {
-            let tensor = ffi::PyCapsule_GetPointer(capsule, DLTENSOR.as_ptr()).cast::<DLManagedTensor>();
-            if let Some(deleter) = tensor.as_ref().and_then(|t| t.deleter) {
-                deleter(tensor);
-            }
+        let capsule = ffi::PyCapsule_New(managed.cast(), M::NAME.as_ptr(), Some(capsule_destructor::<M>));
+        if capsule.is_null() {
+            call_deleter(managed);
         }
-    }
-}
-
-/// The destructor of a versioned capsule.
-unsafe extern "C" fn versioned_capsule_destructor(capsule: *mut ffi::PyObject) {
-    // SAFETY: as above.
-    unsafe {
-        if ffi::PyCapsule_IsValid(capsule, VERSIONED.as_ptr()) == 1 {
-            let tensor = ffi::PyCapsule_GetPointer(capsule, VERSIONED.as_ptr()).cast::<DLManagedTensorVersioned>();
-            if let Some(deleter) = tensor.as_ref().and_then(|t| t.deleter) {
-                deleter(tensor);
-            }
-        }
+        Bound::from_owned_ptr_or_err(py, capsule)
     }
 }
 
@@ -352,37 +376,22 @@ pub(crate) fn export<'py>(
         byte_offset: 0,
     };
     let owner = owner.clone().unbind();
-    // SAFETY: each branch hands the capsule a tensor made by `boxed`, with a destructor
-    // that frees it once unless a consumer took it; if the capsule cannot be made, the
-    // tensor is freed here.
-    unsafe {
-        let capsule = if versioned {
-            let managed = DLManagedTensorVersioned {
-                version: dlpack::VERSION,
-                manager_ctx: ptr::null_mut(),
-                deleter: Some(delete_versioned),
-                flags: flag_bits,
-                dl_tensor: tensor,
-            };
-            let managed = boxed(managed, descriptor, owner, copied)?;
-            (*managed).manager_ctx = managed.cast();
-            let capsule = ffi::PyCapsule_New(managed.cast(), VERSIONED.as_ptr(), Some(versioned_capsule_destructor));
-            if capsule.is_null() {
-                delete_versioned(managed);
-            }
-            capsule
-        } else {
-            let managed =
-                DLManagedTensor { dl_tensor: tensor, manager_ctx: ptr::null_mut(), deleter: Some(delete_legacy) };
-            let managed = boxed(managed, descriptor, owner, copied)?;
-            (*managed).manager_ctx = managed.cast();
-            let capsule = ffi::PyCapsule_New(managed.cast(), DLTENSOR.as_ptr(), Some(legacy_capsule_destructor));
-            if capsule.is_null() {
-                delete_legacy(managed);
-            }
-            capsule
+    if versioned {
+        let managed = DLManagedTensorVersioned {
+            version: dlpack::VERSION,
+            manager_ctx: ptr::null_mut(),
+            deleter: Some(delete::<DLManagedTensorVersioned>),
+            flags: flag_bits,
+            dl_tensor: tensor,
         };
-        Bound::from_owned_ptr_or_err(py, capsule)
+        capsule(py, managed, descriptor, owner, copied)
+    } else {
+        let managed = DLManagedTensor {
+            dl_tensor: tensor,
+            manager_ctx: ptr::null_mut(),
+            deleter: Some(delete::<DLManagedTensor>),
+        };
+        capsule(py, managed, descriptor, owner, copied)
     }
 }
 
@@ -420,16 +429,8 @@ impl Drop for DLPackTensor {
         // deleter is ours to call, once.
         unsafe {
             match self.taken {
-                Taken::Legacy(t) => {
-                    if let Some(deleter) = t.as_ref().and_then(|t| t.deleter) {
-                        deleter(t);
-                    }
-                }
-                Taken::Versioned(t) => {
-                    if let Some(deleter) = t.as_ref().and_then(|t| t.deleter) {
-                        deleter(t);
-                    }
-                }
+                Taken::Legacy(t) => call_deleter(t),
+                Taken::Versioned(t) => call_deleter(t),
             }
         }
     }

@@ -308,18 +308,18 @@ fn unknown_keys(dict: &Bound<'_, PyDict>, iface: Interface) -> Result<Vec<String
     for key in dict.keys() {
         let is_known = key.cast::<PyString>().ok().and_then(|k| k.to_str().ok().map(str::to_owned));
         if !is_known.is_some_and(|k| known.contains(&k.as_str())) {
-            unknown.push(safe_repr(&key)?);
+            unknown.push(repr_or(&key, "<a key whose repr() raised>")?);
         }
     }
     Ok(unknown)
 }
 
-/// `repr(value)`, with a placeholder when it raises an ordinary exception.
-fn safe_repr(value: &Bound<'_, PyAny>) -> PyResult<String> {
+/// `repr(value)` for a message, with `placeholder` when it raises an ordinary exception.
+fn repr_or(value: &Bound<'_, PyAny>, placeholder: &str) -> PyResult<String> {
     match value.repr() {
         Ok(r) => Ok(r.to_string_lossy().into_owned()),
         Err(e) if must_propagate(value.py(), &e) => Err(e),
-        Err(_) => Ok("<a key whose repr() raised>".to_owned()),
+        Err(_) => Ok(placeholder.to_owned()),
     }
 }
 
@@ -672,16 +672,7 @@ fn descr(value: &Bound<'_, PyAny>) -> Result<Descr, Failure> {
     };
     match descr_list(list, 0)? {
         Ok(descr) => Ok(descr),
-        Err(reason) => Err(Error::Descr { value: received_repr(value)?, reason }.into()),
-    }
-}
-
-/// `repr(value)` for a message, with a placeholder for an ordinary exception.
-fn received_repr(value: &Bound<'_, PyAny>) -> PyResult<String> {
-    match value.repr() {
-        Ok(r) => Ok(r.to_string_lossy().into_owned()),
-        Err(e) if must_propagate(value.py(), &e) => Err(e),
-        Err(_) => Ok("<a value whose repr() raised>".to_owned()),
+        Err(reason) => Err(Error::Descr { value: repr_or(value, "<a value whose repr() raised>")?, reason }.into()),
     }
 }
 
