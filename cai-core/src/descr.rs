@@ -138,6 +138,39 @@ impl Descr {
         Descr { fields: vec![Field::new("", typestr)] }
     }
 
+    /// Whether `other` describes the same record layout: the same entries, names, titles,
+    /// sub-array shapes and equivalent types ([`TypeStr::is_equivalent`]), except that a
+    /// padding entry of `self` matches any raw-bytes entry of the same size in `other`,
+    /// named or not: NumPy names the padding of a record it re-exports (`f1`, `f5`, ...).
+    ///
+    /// ```
+    /// use cai_core::{Descr, Field, TypeStr};
+    ///
+    /// let ours = Descr::new(vec![Field::new("id", TypeStr::of::<u16>()), Field::padding(2), Field::new("x", TypeStr::of::<f32>())]);
+    /// let numpys = Descr::new(vec![
+    ///     Field::new("id", TypeStr::of::<u16>()),
+    ///     Field::new("f1", TypeStr::parse("|V2").unwrap()),
+    ///     Field::new("x", TypeStr::of::<f32>()),
+    /// ]);
+    /// assert!(ours.is_equivalent(&numpys));
+    /// assert!(!numpys.is_equivalent(&Descr::new(vec![Field::new("id", TypeStr::of::<u16>())])));
+    /// ```
+    pub fn is_equivalent(&self, other: &Descr) -> bool {
+        self.fields.len() == other.fields.len()
+            && self.fields.iter().zip(&other.fields).all(|(a, b)| {
+                let raw_bytes = |f: &Field| matches!(f.ty, FieldType::Scalar(t) if t.kind() == Kind::Void);
+                if a.is_padding() && raw_bytes(b) {
+                    return a.shape == b.shape && a.size().ok() == b.size().ok();
+                }
+                let same_type = match (&a.ty, &b.ty) {
+                    (FieldType::Scalar(x), FieldType::Scalar(y)) => x.is_equivalent(y),
+                    (FieldType::Record(x), FieldType::Record(y)) => x.is_equivalent(y),
+                    _ => false,
+                };
+                same_type && a.name == b.name && a.title == b.title && a.shape == b.shape
+            })
+    }
+
     /// The type string of a plain-type descr (`[('', typestr)]`), `None` for a record.
     pub fn as_simple(&self) -> Option<TypeStr> {
         match self.fields.as_slice() {

@@ -287,6 +287,20 @@ pub struct TypeStr {
 }
 
 impl TypeStr {
+    /// The type string of the Rust element type `T` (its [`Element::TYPESTR`]).
+    ///
+    /// ```
+    /// use cai_core::TypeStr;
+    ///
+    /// assert_eq!(TypeStr::of::<f32>().to_string(), if cfg!(target_endian = "little") { "<f4" } else { ">f4" });
+    /// assert_eq!(TypeStr::of::<bool>().to_string(), "|b1");
+    /// ```
+    ///
+    /// [`Element::TYPESTR`]: crate::Element::TYPESTR
+    pub const fn of<T: crate::Element>() -> TypeStr {
+        T::TYPESTR
+    }
+
     /// A type string, if `itemsize` fits `kind` (see [`Kind::accepts_itemsize`]).
     ///
     /// Usable in constants; [`TypeStr::new`] is the same with an error that says why.

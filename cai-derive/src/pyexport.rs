@@ -167,17 +167,17 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenS
     for (names, host) in [(&args.arrays, false), (&args.host_arrays, true)] {
         for name in names {
             let text = name.to_string();
-            let (fn_name, call, class, trait_) = if host {
-                (format_ident!("__cai_host_array_{}", name), quote!(host_named), quote!(HostArray), quote!(NamedArrays))
+            let (fn_name, call, trait_) = if host {
+                (format_ident!("__cai_host_array_{}", name), quote!(host_named), quote!(NamedArrays))
             } else {
-                (
-                    format_ident!("__cai_cuda_array_{}", name),
-                    quote!(cuda_named),
-                    quote!(CudaArray),
-                    quote!(NamedCudaArrays),
-                )
+                (format_ident!("__cai_cuda_array_{}", name), quote!(cuda_named), quote!(NamedCudaArrays))
             };
-            items.push(getter(&text, fn_name, quote!(#p::#call(slf, #text)), quote!(#p::pyo3::Bound<'py, #p::#class>)));
+            items.push(getter(
+                &text,
+                fn_name,
+                quote!(#p::#call(slf, #text)),
+                quote!(#p::pyo3::Bound<'py, #p::pyo3::PyAny>),
+            ));
             let message = format!(
                 "#[cai_py::export]: `{text}` is not one of the arrays the derive names (its `{trait_}::NAMES`)"
             );

@@ -7,9 +7,9 @@ use pyo3::types::{PyBool, PyDict};
 
 use crate::config::{self, Config};
 use crate::error::{received, Problem};
-use crate::parse::{self, must_propagate, no_interface, Interface, Parsed};
+use crate::parse::{self, must_propagate, Interface, Parsed};
 use crate::sync::{consume, Caller, ImportOptions};
-use crate::view::{Core, CudaArray, HostArray};
+use crate::view::Core;
 
 /// The consumer's stream: `None` (the legacy default stream), an int, or a stream object
 /// (`__cuda_stream__`, or `.cuda_stream` as in PyTorch, or `.ptr` as in CuPy), whose null
@@ -60,6 +60,18 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>) -> PyResult<Stream> {
     }
 }
 
+/// Warns that nothing will be checked when `check_pointers=True` was asked for on a
+/// machine without a CUDA driver (the checks are skipped there).
+/// (`cai.configure(check_pointers=True)` stays silent: restoring saved options is common.)
+fn warn_unchecked(py: Python<'_>, check_pointers: Option<bool>) -> PyResult<()> {
+    if check_pointers == Some(true) && !crate::sync::driver_present() {
+        let message = c"check_pointers=True: no CUDA driver can be loaded on this machine, so pointers are not checked";
+        let category = py.get_type::<pyo3::exceptions::PyRuntimeWarning>();
+        PyErr::warn(py, &category, message, 1)?;
+    }
+    Ok(())
+}
+
 /// The options of one import, from its arguments and the process-wide settings.
 fn import_options(
     py: Python<'_>,
@@ -69,6 +81,7 @@ fn import_options(
     check_pointers: Option<bool>,
     allow_other_device: bool,
 ) -> PyResult<ImportOptions> {
+    warn_unchecked(py, check_pointers)?;
     let config = config::get(py)?;
     let policy = match (sync, policy) {
         (false, _) => SyncPolicy::Ignore,
@@ -89,9 +102,9 @@ fn cuda_view<'py>(
     owner: Py<PyAny>,
     parsed: Parsed,
     options: &ImportOptions,
-) -> PyResult<Bound<'py, CudaArray>> {
+) -> PyResult<Bound<'py, PyAny>> {
     consume(py, &parsed, options)?;
-    CudaArray::from_core(py, Core::from_parsed(owner, parsed)?)
+    Core::from_parsed(owner, parsed)?.into_view(py, Interface::Cuda)
 }
 
 /// Reads `obj.__cuda_array_interface__` once, validates it by the version it declares,
@@ -115,7 +128,7 @@ pub fn as_cuda_array<'py>(
     policy: Option<&str>,
     check_pointers: Option<bool>,
     allow_other_device: bool,
-) -> PyResult<Bound<'py, CudaArray>> {
+) -> PyResult<Bound<'py, PyAny>> {
     let options = import_options(obj.py(), sync, stream, policy, check_pointers, allow_other_device)?;
     let parsed = parse::read_object(obj, Interface::Cuda)?;
     cuda_view(obj.py(), obj.clone().unbind(), parsed, &options)
@@ -133,7 +146,7 @@ pub fn from_cuda_array_interface<'py>(
     policy: Option<&str>,
     check_pointers: Option<bool>,
     allow_other_device: bool,
-) -> PyResult<Bound<'py, CudaArray>> {
+) -> PyResult<Bound<'py, PyAny>> {
     let py = desc.py();
     let options = import_options(py, sync, stream, policy, check_pointers, allow_other_device)?;
     let parsed = parse::parse(desc, Interface::Cuda)?;
@@ -164,6 +177,7 @@ pub fn from_dlpack<'py>(
         Some(s) if s.is_instance_of::<pyo3::types::PyInt>() && s.extract::<i64>().ok() == Some(-1) => None,
         other => Some(consumer_stream(other)?),
     };
+    warn_unchecked(py, check_pointers)?;
     let imported = crate::dlpack::import(obj, consumer, copy)?;
     let config = config::get(py)?;
     match imported.memory {
@@ -177,10 +191,10 @@ pub fn from_dlpack<'py>(
                 caller: Caller::Function,
             };
             consume(py, &imported.parsed, &options)?;
-            Ok(CudaArray::from_core(py, Core::from_parsed(imported.owner, imported.parsed)?)?.into_any())
+            Core::from_parsed(imported.owner, imported.parsed)?.into_view(py, Interface::Cuda)
         }
         crate::dlpack::Memory::Host => {
-            Ok(HostArray::from_core(py, Core::from_parsed(imported.owner, imported.parsed)?)?.into_any())
+            Core::from_parsed(imported.owner, imported.parsed)?.into_view(py, Interface::Host)
         }
     }
 }
@@ -188,32 +202,62 @@ pub fn from_dlpack<'py>(
 /// Reads `obj.__array_interface__` (NumPy's, host memory) and returns a `cai.HostArray`
 /// view that keeps `obj` alive.
 #[pyfunction]
-pub fn as_array<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, HostArray>> {
+pub fn as_array<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let parsed = parse::read_object(obj, Interface::Host)?;
-    HostArray::from_core(obj.py(), Core::from_parsed(obj.clone().unbind(), parsed)?)
+    Core::from_parsed(obj.clone().unbind(), parsed)?.into_view(obj.py(), Interface::Host)
 }
 
 /// Checks a producer against the version of the interface it declares and returns every
 /// problem found, one message per problem (an empty list when it conforms).
 ///
-/// `obj` is an object exporting `__cuda_array_interface__` (or else `__array_interface__`),
-/// or an interface dict, read as a CUDA one. Raises `TypeError` only when `obj` exports no
-/// interface at all; an exception raised by the attribute itself is reported as a finding.
+/// `obj` is an object exporting an interface, or an interface dict (read as a CUDA one
+/// unless `interface='host'`). `interface`: `'cuda'` checks `__cuda_array_interface__`,
+/// `'host'` NumPy's `__array_interface__`, and None (the default) the CUDA one when `obj`
+/// has it, else the host one; findings about the host interface start with
+/// `__array_interface__: `, so a list always says which was checked. Raises `TypeError`
+/// only when `obj` exports no interface that was asked for; an exception raised by the
+/// attribute itself is reported as a finding.
 #[pyfunction]
-pub fn validate<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Vec<String>> {
+#[pyo3(signature = (obj, *, interface = None))]
+pub fn validate<'py>(obj: &Bound<'py, PyAny>, interface: Option<&str>) -> PyResult<Vec<String>> {
     let py = obj.py();
-    if obj.is_instance_of::<PyDict>() {
-        return parse::findings(py, Ok(obj.clone()), Interface::Cuda);
-    }
-    for iface in [Interface::Cuda, Interface::Host] {
-        match parse::attribute(obj, iface) {
-            Ok(Some(value)) => return parse::findings(py, Ok(value), iface),
-            Ok(None) => {}
-            Err(e) if must_propagate(py, &e) => return Err(e),
-            Err(e) => return parse::findings(py, Err(e), iface),
+    let wanted: &[Interface] = match interface {
+        None => &[Interface::Cuda, Interface::Host],
+        Some("cuda") => &[Interface::Cuda],
+        Some("host") => &[Interface::Host],
+        Some(other) => {
+            return Err(Problem::value_error(format!("interface: '{other}' is not 'cuda', 'host' or None")).into())
         }
+    };
+    let labelled = |iface: Interface, findings: Vec<String>| match iface {
+        Interface::Cuda => findings,
+        Interface::Host => findings
+            .into_iter()
+            .map(|f| if f.starts_with(iface.attribute()) { f } else { format!("{}: {f}", iface.attribute()) })
+            .collect(),
+    };
+    if obj.is_instance_of::<PyDict>() {
+        let iface = if interface == Some("host") { Interface::Host } else { Interface::Cuda };
+        return Ok(labelled(iface, parse::findings(py, Ok(obj.clone()), iface)?));
     }
-    Err(no_interface(obj, Interface::Cuda))
+    for &iface in wanted {
+        let findings = match parse::attribute(obj, iface) {
+            Ok(Some(value)) => parse::findings(py, Ok(value), iface)?,
+            Ok(None) => continue,
+            Err(e) if must_propagate(py, &e) => return Err(e),
+            Err(e) => parse::findings(py, Err(e), iface)?,
+        };
+        return Ok(labelled(iface, findings));
+    }
+    let type_name = obj.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string());
+    Err(Problem::type_error(match wanted {
+        [only] => format!("{}: objects of type '{type_name}' do not export it", only.attribute()),
+        _ => format!(
+            "objects of type '{type_name}' export neither __cuda_array_interface__ nor __array_interface__ \
+             (DLPack producers are read by cai.from_dlpack)"
+        ),
+    })
+    .into())
 }
 
 fn config_dict<'py>(py: Python<'py>, c: &Config) -> PyResult<Bound<'py, PyDict>> {

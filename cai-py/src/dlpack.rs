@@ -474,6 +474,28 @@ pub(crate) fn offers(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
 /// Reads `obj` through DLPack. `stream` is the consumer's stream for CUDA memory (the
 /// producer orders its work before it; `None`: no synchronization); `copy` is passed on.
 pub(crate) fn import(obj: &Bound<'_, PyAny>, stream: Option<Stream>, copy: Option<bool>) -> PyResult<Imported> {
+    // With no memory asked for, every kind is read.
+    import_from(obj, stream, copy, None)?.map_err(|m| buffer_error(format!("__dlpack__: {m:?} memory was refused")))
+}
+
+/// As [`import`], for a consumer that reads only `want` memory: a producer whose
+/// `__dlpack_device__` reports the other kind gives `Ok(Err(memory))`, and is not asked
+/// for its tensor.
+pub(crate) fn import_memory(
+    obj: &Bound<'_, PyAny>,
+    stream: Option<Stream>,
+    copy: Option<bool>,
+    want: Memory,
+) -> PyResult<Result<Imported, Memory>> {
+    import_from(obj, stream, copy, Some(want))
+}
+
+fn import_from(
+    obj: &Bound<'_, PyAny>,
+    stream: Option<Stream>,
+    copy: Option<bool>,
+    want: Option<Memory>,
+) -> PyResult<Result<Imported, Memory>> {
     let py = obj.py();
     let type_name = obj.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string());
     let Some(dlpack_method) = obj.getattr_opt(intern!(py, "__dlpack__"))? else {
@@ -491,6 +513,9 @@ pub(crate) fn import(obj: &Bound<'_, PyAny>, stream: Option<Stream>, copy: Optio
         device_id: i32::try_from(id).unwrap_or(i32::MAX),
     };
     let memory = memory_of(reported)?;
+    if want.is_some_and(|w| w != memory) {
+        return Ok(Err(memory));
+    }
     let kwargs = PyDict::new(py);
     if memory == Memory::Device {
         match stream.and_then(Stream::to_raw) {
@@ -513,7 +538,7 @@ pub(crate) fn import(obj: &Bound<'_, PyAny>, stream: Option<Stream>, copy: Optio
     };
     let owner = take(&capsule)?;
     let parsed = read_tensor(&owner, memory, stream)?;
-    Ok(Imported { parsed, owner: owner.into_any().unbind(), memory })
+    Ok(Ok(Imported { parsed, owner: owner.into_any().unbind(), memory }))
 }
 
 /// Takes the tensor out of a capsule (renaming it `used_...`), into a [`DLPackTensor`].

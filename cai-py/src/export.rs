@@ -82,8 +82,8 @@ fn build<'py>(
         (Some(m), _) => dict.set_item(intern!(py, "mask"), m)?,
         (None, Some(m)) => {
             let view = match iface {
-                Interface::Cuda => CudaArray::from_descriptor(owner, (**m).clone())?.into_any(),
-                Interface::Host => HostArray::from_descriptor(owner, (**m).clone())?.into_any(),
+                Interface::Cuda => CudaArray::from_descriptor(owner, (**m).clone())?,
+                Interface::Host => HostArray::from_descriptor(owner, (**m).clone())?,
             };
             dict.set_item(intern!(py, "mask"), view)?;
         }

@@ -1,6 +1,6 @@
 //! Typed device-array arguments for `#[pyfunction]`s.
 
-use std::cell::Cell;
+use std::cell::{Cell, OnceCell};
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -9,8 +9,9 @@ use cai_core::{Descriptor, Element, Extent, Stream};
 use pyo3::prelude::*;
 use pyo3::Borrowed;
 
+use crate::dlpack::Memory;
 use crate::error::{py_tuple, received, Problem};
-use crate::parse::{self, Interface};
+use crate::parse::{self, Interface, Parsed};
 use crate::sync::{consume, order_deferred, Caller, ConsumerStream, ImportOptions};
 
 pub(crate) mod sealed {
@@ -139,18 +140,11 @@ impl Access for ReadWrite {
 /// }
 /// ```
 pub struct PyCudaArray<'py, T: Element, D: Dimension = IxDyn, A: Access = ReadOnly> {
-    object: Bound<'py, PyAny>,
-    descriptor: Descriptor,
-    /// C-order strides, computed when first asked for (the descriptor's own otherwise).
-    c_strides: std::cell::OnceCell<Vec<isize>>,
-    extent: Extent,
-    borrow: Option<u64>,
+    argument: Argument<'py>,
     policy: SyncPolicy,
     device: Option<i32>,
     /// Whether the producer's work is still to be ordered before the pointer is used.
     pending: Cell<bool>,
-    /// The tensor taken from a DLPack producer, kept alive for the call.
-    _dlpack: Option<Py<PyAny>>,
     _marker: PhantomData<(T, D, A)>,
 }
 
@@ -162,29 +156,266 @@ pub type PyCudaArrayRw<'py, T, D = IxDyn> = PyCudaArray<'py, T, D, ReadWrite>;
 
 impl<T: Element, D: Dimension, A: Access> fmt::Debug for PyCudaArray<'_, T, D, A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PyCudaArray")
-            .field("typestr", &T::TYPESTR.to_string())
-            .field("writable", &A::WRITABLE)
-            .field("descriptor", &self.descriptor)
-            .finish_non_exhaustive()
+        self.argument.debug::<T, A>(f, "PyCudaArray")
+    }
+}
+
+/// An array in `memory`, as messages name it.
+fn array_of(memory: Memory) -> &'static str {
+    match memory {
+        Memory::Device => "CUDA array",
+        Memory::Host => "host array",
     }
 }
 
 /// What an extraction asked for, as messages print it.
-fn expectation<T: Element, D: Dimension, A: Access>() -> String {
+pub(crate) fn expectation<T: Element, D: Dimension, A: Access>(memory: Memory) -> String {
     let access = if A::WRITABLE { "a writable" } else { "a" };
     let ndim = match D::NDIM {
         Some(1) => " with 1 dimension".to_owned(),
         Some(n) => format!(" with {n} dimensions"),
         None => String::new(),
     };
-    format!("{access} CUDA array of '{}'{ndim}", T::TYPESTR)
+    format!("{access} {} of '{}'{ndim}", array_of(memory), T::TYPESTR)
 }
 
 fn describe(d: &Descriptor) -> String {
     let access = if d.readonly { "read-only" } else { "writable" };
     format!("a {access} array of '{}' with shape {}", d.typestr, py_tuple(&d.shape))
 }
+
+/// What every extracted argument holds: the object (so that the memory stays valid for
+/// the call), the checked descriptor, and its entry in the overlap registry.
+pub(crate) struct Argument<'py> {
+    pub(crate) object: Bound<'py, PyAny>,
+    pub(crate) descriptor: Descriptor,
+    /// C-order strides, computed when first asked for (the descriptor's own otherwise).
+    c_strides: OnceCell<Vec<isize>>,
+    pub(crate) extent: Extent,
+    borrow: Option<u64>,
+    /// The tensor taken from a DLPack producer, kept alive for the call.
+    _dlpack: Option<Py<PyAny>>,
+}
+
+/// Reads an argument in `memory` from `object`, checked against what `T`, `D` and `A` ask
+/// for: through the interface of that memory, or else DLPack (whose producer is asked
+/// for its tensor only when its device is of that memory; for device memory it is told
+/// the legacy default stream, since DLPack orders work up front).
+pub(crate) fn read<T: Element, D: Dimension, A: Access>(
+    object: &Bound<'_, PyAny>,
+    memory: Memory,
+) -> PyResult<(Parsed, Option<Py<PyAny>>)> {
+    let (own, other, other_memory, other_kind, stream, other_argument) = match memory {
+        Memory::Device => {
+            (Interface::Cuda, Interface::Host, "host", "host", Some(Stream::LegacyDefault), "PyHostArray")
+        }
+        Memory::Host => (Interface::Host, Interface::Cuda, "CUDA", "device", None, "PyCudaArray"),
+    };
+    let to = match memory {
+        Memory::Device => "the device",
+        Memory::Host => "the host",
+    };
+    let read = match parse::attribute(object, own)? {
+        Some(value) => (parse::parse(&value, own)?, None),
+        None if crate::dlpack::offers(object)? => match crate::dlpack::import_memory(object, stream, None, memory)? {
+            Ok(imported) => (imported.parsed, Some(imported.owner)),
+            Err(_) => {
+                let message = format!(
+                    "expected {}, received {} whose DLPack device is {other_memory} memory (take it with a \
+                     {other_kind} array argument, {other_argument}, or copy it to {to} first)",
+                    expectation::<T, D, A>(memory),
+                    received(object)?
+                );
+                return Err(Problem::type_error(message).into());
+            }
+        },
+        None => {
+            let hint = if parse::attribute(object, other)?.is_some() {
+                format!(
+                    " (it exports {}, {other_memory} memory: take it with a {other_kind} array argument, \
+                     {other_argument}, or copy it to {to} first)",
+                    other.attribute()
+                )
+            } else {
+                match memory {
+                    Memory::Device => " (an object with __cuda_array_interface__ or __dlpack__)".to_owned(),
+                    Memory::Host => " (an object with __array_interface__, such as a NumPy array, or a DLPack \
+                                     producer on the CPU)"
+                        .to_owned(),
+                }
+            };
+            let message = format!("expected {}, received {}{hint}", expectation::<T, D, A>(memory), received(object)?);
+            return Err(Problem::type_error(message).into());
+        }
+    };
+    check::<T, D, A>(&read.0, memory)?;
+    Ok(read)
+}
+
+/// Checks `parsed` against what `T`, `D` and `A` ask for.
+pub(crate) fn check<T: Element, D: Dimension, A: Access>(parsed: &Parsed, memory: Memory) -> PyResult<()> {
+    let d = &parsed.descriptor;
+    let mismatch = |what: &str| {
+        Problem::type_error(format!("expected {}, received {} ({what})", expectation::<T, D, A>(memory), describe(d)))
+    };
+    if !T::TYPESTR.is_equivalent(&d.typestr) {
+        return Err(mismatch("wrong element type").into());
+    }
+    if let Some(descr) = d.descr.as_ref().filter(|descr| !T::descr().is_equivalent(descr)) {
+        return Err(mismatch(&format!("its record layout {descr} is not {}", T::descr())).into());
+    }
+    if D::NDIM.is_some_and(|n| n != d.ndim()) {
+        return Err(mismatch("wrong number of dimensions").into());
+    }
+    if !d.has_element_strides() {
+        return Err(Problem::value_error(format!(
+            "strides: {:?} are not whole multiples of the element size {} of '{}'",
+            d.strides.as_deref().unwrap_or_default(),
+            d.itemsize(),
+            T::TYPESTR
+        ))
+        .into());
+    }
+    if A::WRITABLE && d.readonly {
+        return Err(Problem::buffer_error(format!(
+            "expected {}, received {} (the producer marked it read-only)",
+            expectation::<T, D, A>(memory),
+            describe(d)
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+impl<'py> Argument<'py> {
+    /// Registers the bytes of a checked array for the overlap check of this call.
+    pub(crate) fn register(
+        object: Bound<'py, PyAny>,
+        parsed: Parsed,
+        dlpack: Option<Py<PyAny>>,
+        writable: bool,
+    ) -> PyResult<Argument<'py>> {
+        let borrow = registry::acquire(&parsed.descriptor, parsed.extent, writable)?;
+        Ok(Argument {
+            object,
+            descriptor: parsed.descriptor,
+            c_strides: OnceCell::new(),
+            extent: parsed.extent,
+            borrow,
+            _dlpack: dlpack,
+        })
+    }
+
+    /// The `Debug` output of an argument type `name` of `T` with access `A`.
+    pub(crate) fn debug<T: Element, A: Access>(&self, f: &mut fmt::Formatter<'_>, name: &str) -> fmt::Result {
+        f.debug_struct(name)
+            .field("typestr", &T::TYPESTR.to_string())
+            .field("writable", &A::WRITABLE)
+            .field("descriptor", &self.descriptor)
+            .finish_non_exhaustive()
+    }
+
+    /// Strides in bytes, one per dimension (computed for a C-contiguous array).
+    pub(crate) fn strides(&self) -> &[isize] {
+        match &self.descriptor.strides {
+            Some(s) => s,
+            // Validation bounded the C-order strides (NumPy's size rule), so they fit.
+            None => {
+                self.c_strides.get_or_init(|| self.descriptor.strides().map(|s| s.into_owned()).unwrap_or_default())
+            }
+        }
+    }
+
+    /// Strides in elements (validation checked that they are whole elements).
+    pub(crate) fn element_strides(&self) -> Vec<isize> {
+        let size = isize::try_from(self.descriptor.itemsize()).unwrap_or(isize::MAX).max(1);
+        self.strides().iter().map(|s| s / size).collect()
+    }
+
+    /// The number of elements.
+    pub(crate) fn len(&self) -> usize {
+        self.descriptor.shape.iter().product()
+    }
+}
+
+impl Drop for Argument<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.borrow {
+            registry::release(id);
+        }
+    }
+}
+
+/// The accessors both argument types share, on their `argument` field.
+macro_rules! shared_accessors {
+    () => {
+        /// The shape.
+        pub fn shape(&self) -> &[usize] {
+            &self.argument.descriptor.shape
+        }
+
+        /// The shape as `[usize; N]` for `Ix<N>`, or a `Vec` for `IxDyn`.
+        pub fn dims(&self) -> D::Dims {
+            D::dims(&self.argument.descriptor.shape)
+        }
+
+        /// The number of dimensions.
+        pub fn ndim(&self) -> usize {
+            self.argument.descriptor.ndim()
+        }
+
+        /// Strides in bytes, one per dimension (computed for a C-contiguous array).
+        pub fn strides(&self) -> &[isize] {
+            self.argument.strides()
+        }
+
+        /// Strides in elements of `T`.
+        pub fn element_strides(&self) -> Vec<isize> {
+            self.argument.element_strides()
+        }
+
+        /// The number of elements.
+        pub fn len(&self) -> usize {
+            self.argument.len()
+        }
+
+        /// Whether the array has no element.
+        pub fn is_empty(&self) -> bool {
+            self.len() == 0
+        }
+
+        /// Whether the elements lie in C order without gaps.
+        pub fn is_c_contiguous(&self) -> bool {
+            self.argument.descriptor.is_c_contiguous()
+        }
+
+        /// Whether the elements lie in Fortran order without gaps.
+        pub fn is_f_contiguous(&self) -> bool {
+            self.argument.descriptor.is_f_contiguous()
+        }
+
+        /// Whether the producer marked the array read-only.
+        pub fn readonly(&self) -> bool {
+            self.argument.descriptor.readonly
+        }
+
+        /// The bytes the array reaches, as offsets from its pointer.
+        pub fn extent(&self) -> Extent {
+            self.argument.extent
+        }
+
+        /// The validated descriptor.
+        pub fn descriptor(&self) -> &Descriptor {
+            &self.argument.descriptor
+        }
+
+        /// The Python object the array came from.
+        pub fn object(&self) -> &Bound<'py, PyAny> {
+            &self.argument.object
+        }
+    };
+}
+pub(crate) use shared_accessors;
 
 impl<'a, 'py, T: Element, D: Dimension, A: Access> FromPyObject<'a, 'py> for PyCudaArray<'py, T, D, A> {
     type Error = PyErr;
@@ -193,56 +424,8 @@ impl<'a, 'py, T: Element, D: Dimension, A: Access> FromPyObject<'a, 'py> for PyC
         let object = obj.to_owned();
         let py = object.py();
         // The interface first, DLPack otherwise: with the interface, ordering waits until
-        // the function names its stream (see "Streams"); DLPack asks for the consumer's
-        // stream up front, so the producer is told the legacy default stream.
-        let (parsed, dlpack) = match parse::attribute(&object, Interface::Cuda)? {
-            Some(value) => (parse::parse(&value, Interface::Cuda)?, None),
-            None if crate::dlpack::offers(&object)? => {
-                let imported = crate::dlpack::import(&object, Some(Stream::LegacyDefault), None)?;
-                if imported.memory != crate::dlpack::Memory::Device {
-                    let message = format!(
-                        "expected {}, received {} whose DLPack device is host memory",
-                        expectation::<T, D, A>(),
-                        received(&object)?
-                    );
-                    return Err(Problem::type_error(message).into());
-                }
-                (imported.parsed, Some(imported.owner))
-            }
-            None => {
-                let message = format!("expected {}, received {}", expectation::<T, D, A>(), received(&object)?);
-                return Err(Problem::type_error(message).into());
-            }
-        };
-        let d = &parsed.descriptor;
-        let mismatch = |what: &str| {
-            Problem::type_error(format!("expected {}, received {} ({what})", expectation::<T, D, A>(), describe(d)))
-        };
-        let element_ok =
-            T::TYPESTR.is_equivalent(&d.typestr) && d.descr.as_ref().is_none_or(|descr| *descr == T::descr());
-        if !element_ok {
-            return Err(mismatch("wrong element type").into());
-        }
-        if D::NDIM.is_some_and(|n| n != d.ndim()) {
-            return Err(mismatch("wrong number of dimensions").into());
-        }
-        if !d.has_element_strides() {
-            return Err(Problem::value_error(format!(
-                "strides: {:?} are not whole multiples of the element size {} of '{}'",
-                d.strides.as_deref().unwrap_or_default(),
-                d.itemsize(),
-                T::TYPESTR
-            ))
-            .into());
-        }
-        if A::WRITABLE && d.readonly {
-            return Err(Problem::buffer_error(format!(
-                "expected {}, received {} (the producer marked it read-only)",
-                expectation::<T, D, A>(),
-                describe(d)
-            ))
-            .into());
-        }
+        // the function names its stream (see "Streams").
+        let (parsed, dlpack) = read::<T, D, A>(&object, Memory::Device)?;
         let config = crate::config::get(py)?;
         let options = ImportOptions {
             policy: config.import_sync,
@@ -253,27 +436,14 @@ impl<'a, 'py, T: Element, D: Dimension, A: Access> FromPyObject<'a, 'py> for PyC
         };
         let device = consume(py, &parsed, &options)?;
         let pending = !parsed.descriptor.stream.is_none() && config.import_sync != SyncPolicy::Ignore;
-        let borrow = registry::acquire(&parsed.descriptor, parsed.extent, A::WRITABLE)?;
+        let argument = Argument::register(object, parsed, dlpack, A::WRITABLE)?;
         Ok(PyCudaArray {
-            object,
-            descriptor: parsed.descriptor,
-            c_strides: std::cell::OnceCell::new(),
-            extent: parsed.extent,
-            borrow,
+            argument,
             policy: config.import_sync,
             device,
             pending: Cell::new(pending),
-            _dlpack: dlpack,
             _marker: PhantomData,
         })
-    }
-}
-
-impl<T: Element, D: Dimension, A: Access> Drop for PyCudaArray<'_, T, D, A> {
-    fn drop(&mut self) {
-        if let Some(id) = self.borrow {
-            registry::release(id);
-        }
     }
 }
 
@@ -282,7 +452,7 @@ impl<'py, T: Element, D: Dimension, A: Access> PyCudaArray<'py, T, D, A> {
     /// launch work on it, take the pointer with [`as_ptr_on`](Self::as_ptr_on) or
     /// [`as_ptr`](Self::as_ptr), which order the producer's pending work first.
     pub fn device_address(&self) -> usize {
-        self.descriptor.data
+        self.argument.descriptor.data
     }
 
     /// Makes `stream` wait for the producer's pending work (an event wait; the host does
@@ -290,7 +460,8 @@ impl<'py, T: Element, D: Dimension, A: Access> PyCudaArray<'py, T, D, A> {
     /// pointer accessors without a stream no longer wait on the host. Driver failures and
     /// orderings that a CUDA graph capture forbids are `cai.CudaDriverError`.
     pub fn order_on(&self, stream: &impl ConsumerStream) -> PyResult<()> {
-        order_deferred(self.object.py(), self.descriptor.stream, self.policy, self.device, Some(stream.target()))?;
+        let py = self.argument.object.py();
+        order_deferred(py, self.argument.descriptor.stream, self.policy, self.device, Some(stream.target()))?;
         self.pending.set(false);
         Ok(())
     }
@@ -299,7 +470,7 @@ impl<'py, T: Element, D: Dimension, A: Access> PyCudaArray<'py, T, D, A> {
     /// `stream`, which is first made to wait for the producer's pending work.
     pub fn as_ptr_on(&self, stream: &impl ConsumerStream) -> PyResult<*const T> {
         self.order_on(stream)?;
-        Ok(self.descriptor.data as *const T)
+        Ok(self.device_address() as *const T)
     }
 
     /// The element at index zero, for kernels that only read. If the producer's pending
@@ -307,92 +478,23 @@ impl<'py, T: Element, D: Dimension, A: Access> PyCudaArray<'py, T, D, A> {
     /// host waits for it first, so that work on any stream sees it.
     pub fn as_ptr(&self) -> PyResult<*const T> {
         self.settle()?;
-        Ok(self.descriptor.data as *const T)
+        Ok(self.device_address() as *const T)
     }
 
     fn settle(&self) -> PyResult<()> {
         if self.pending.get() {
-            order_deferred(self.object.py(), self.descriptor.stream, self.policy, self.device, None)?;
+            let py = self.argument.object.py();
+            order_deferred(py, self.argument.descriptor.stream, self.policy, self.device, None)?;
             self.pending.set(false);
         }
         Ok(())
     }
 
-    /// The shape.
-    pub fn shape(&self) -> &[usize] {
-        &self.descriptor.shape
-    }
-
-    /// The shape as `[usize; N]` for `Ix<N>`, or a `Vec` for `IxDyn`.
-    pub fn dims(&self) -> D::Dims {
-        D::dims(&self.descriptor.shape)
-    }
-
-    /// The number of dimensions.
-    pub fn ndim(&self) -> usize {
-        self.descriptor.ndim()
-    }
-
-    /// Strides in bytes, one per dimension (computed for a C-contiguous array).
-    pub fn strides(&self) -> &[isize] {
-        match &self.descriptor.strides {
-            Some(s) => s,
-            // Validation bounded the C-order strides (NumPy's size rule), so they fit.
-            None => {
-                self.c_strides.get_or_init(|| self.descriptor.strides().map(|s| s.into_owned()).unwrap_or_default())
-            }
-        }
-    }
-
-    /// Strides in elements of `T`.
-    pub fn element_strides(&self) -> Vec<isize> {
-        let size = isize::try_from(self.descriptor.itemsize()).unwrap_or(isize::MAX).max(1);
-        self.strides().iter().map(|s| s / size).collect()
-    }
-
-    /// The number of elements.
-    pub fn len(&self) -> usize {
-        self.descriptor.shape.iter().product()
-    }
-
-    /// Whether the array has no element.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Whether the elements lie in C order without gaps.
-    pub fn is_c_contiguous(&self) -> bool {
-        self.descriptor.is_c_contiguous()
-    }
-
-    /// Whether the elements lie in Fortran order without gaps.
-    pub fn is_f_contiguous(&self) -> bool {
-        self.descriptor.is_f_contiguous()
-    }
-
-    /// Whether the producer marked the array read-only.
-    pub fn readonly(&self) -> bool {
-        self.descriptor.readonly
-    }
+    shared_accessors!();
 
     /// The producer's stream (its pending work is ordered by the pointer accessors).
     pub fn stream(&self) -> Stream {
-        self.descriptor.stream
-    }
-
-    /// The bytes the array reaches, as offsets from its pointer.
-    pub fn extent(&self) -> Extent {
-        self.extent
-    }
-
-    /// The validated descriptor.
-    pub fn descriptor(&self) -> &Descriptor {
-        &self.descriptor
-    }
-
-    /// The Python object the array came from.
-    pub fn object(&self) -> &Bound<'py, PyAny> {
-        &self.object
+        self.argument.descriptor.stream
     }
 }
 
@@ -402,7 +504,7 @@ impl<T: Element, D: Dimension, A: Access> PyCudaArray<'_, T, D, A> {
     /// elements on the producer's stream), for launching cudarc kernels on it. C-contiguous
     /// arrays only (`ValueError` otherwise); `cai.CudaDriverError` without a driver.
     pub fn cudarc_view(&self) -> PyResult<crate::CudaForeign<T, A>> {
-        let py = self.object.py();
+        let py = self.argument.object.py();
         if !self.is_c_contiguous() {
             return Err(Problem::value_error(format!(
                 "strides: a cudarc view needs a C-contiguous array, received shape {} with strides {}",
@@ -427,8 +529,9 @@ impl<T: Element, D: Dimension, A: Access> PyCudaArray<'_, T, D, A> {
                 }
             },
         };
-        let owner = self.object.clone().unbind();
-        crate::CudaForeign::new(self.device_address(), self.len(), device, self.descriptor.stream, owner).map_err(fail)
+        let owner = self.argument.object.clone().unbind();
+        let stream = self.argument.descriptor.stream;
+        crate::CudaForeign::new(self.device_address(), self.len(), device, stream, owner).map_err(fail)
     }
 }
 
@@ -437,14 +540,14 @@ impl<T: Element, D: Dimension> PyCudaArray<'_, T, D, ReadWrite> {
     /// which is first made to wait for the producer's pending work.
     pub fn as_mut_ptr_on(&mut self, stream: &impl ConsumerStream) -> PyResult<*mut T> {
         self.order_on(stream)?;
-        Ok(self.descriptor.data as *mut T)
+        Ok(self.device_address() as *mut T)
     }
 
     /// The element at index zero, for kernels that write; waits on the host as
     /// [`as_ptr`](Self::as_ptr) does.
     pub fn as_mut_ptr(&mut self) -> PyResult<*mut T> {
         self.settle()?;
-        Ok(self.descriptor.data as *mut T)
+        Ok(self.device_address() as *mut T)
     }
 }
 

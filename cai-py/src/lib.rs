@@ -56,6 +56,7 @@ mod dlpack;
 mod error;
 mod export;
 mod extract;
+mod host;
 mod parse;
 mod sync;
 mod view;
@@ -80,6 +81,9 @@ pub use extract::{
     Access, Dimension, Ix, Ix0, Ix1, Ix2, Ix3, Ix4, Ix5, Ix6, IxDyn, PyCudaArray, PyCudaArrayRo, PyCudaArrayRw,
     ReadOnly, ReadWrite,
 };
+#[cfg(feature = "ndarray")]
+pub use host::NdDimension;
+pub use host::{PyHostArray, PyHostArrayRo, PyHostArrayRw};
 pub use parse::Interface;
 pub use sync::ConsumerStream;
 pub use view::{CudaArray, HostArray};
@@ -91,6 +95,7 @@ use pyo3::prelude::*;
 /// package's own `cai._cai` module should call it.
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = module.py();
+    view::mark_package();
     module.add_class::<CudaArray>()?;
     module.add_class::<HostArray>()?;
     module.add("CudaDriverError", py.get_type::<CudaDriverError>())?;
@@ -103,6 +108,7 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(pyo3::wrap_pyfunction!(configure, module)?)?;
     module.add_function(pyo3::wrap_pyfunction!(cuda_driver_present, module)?)?;
     module.add_function(pyo3::wrap_pyfunction!(pointer_attributes, module)?)?;
+    module.add_function(pyo3::wrap_pyfunction!(view::_make_view_v1, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     config::publish(module)?;
     Ok(())

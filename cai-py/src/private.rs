@@ -92,16 +92,13 @@ fn unknown(name: &str) -> PyErr {
 }
 
 /// The named array `name` of a derived `#[pyclass]`, as a view keeping the object alive.
-pub fn cuda_named<'py, T: PyClass + NamedCudaArrays>(
-    slf: &Bound<'py, T>,
-    name: &str,
-) -> PyResult<Bound<'py, CudaArray>> {
+pub fn cuda_named<'py, T: PyClass + NamedCudaArrays>(slf: &Bound<'py, T>, name: &str) -> PyResult<Bound<'py, PyAny>> {
     let descriptor = slf.try_borrow()?.cuda_array(name).ok_or_else(|| unknown(name))?.map_err(to_py_err)?;
     CudaArray::from_descriptor(slf.as_any(), descriptor)
 }
 
 /// The named host array `name` of a derived `#[pyclass]`, as a view keeping the object alive.
-pub fn host_named<'py, T: PyClass + NamedArrays>(slf: &Bound<'py, T>, name: &str) -> PyResult<Bound<'py, HostArray>> {
+pub fn host_named<'py, T: PyClass + NamedArrays>(slf: &Bound<'py, T>, name: &str) -> PyResult<Bound<'py, PyAny>> {
     let descriptor = slf.try_borrow()?.array(name).ok_or_else(|| unknown(name))?.map_err(to_py_err)?;
     HostArray::from_descriptor(slf.as_any(), descriptor)
 }

@@ -2,6 +2,9 @@
 
 use cai_core::{Descr, Descriptor, Extent, Stream};
 use pyo3::exceptions::PyTypeError;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyTuple};
@@ -9,7 +12,7 @@ use pyo3::{PyTraverseError, PyVisit};
 
 use crate::error::{py_tuple, to_py_err};
 use crate::export::{descr_list, interface_dict};
-use crate::parse::{Interface, Parsed};
+use crate::parse::{must_propagate, Interface, Parsed};
 
 /// What both view classes hold.
 #[derive(Debug)]
@@ -74,6 +77,95 @@ impl Core {
     }
 }
 
+/// Whether this module is the `cai` package's own (set by [`register`](crate::register)).
+static PACKAGE: AtomicBool = AtomicBool::new(false);
+
+/// Marks this module as the `cai` package: its views are its own classes.
+pub(crate) fn mark_package() {
+    PACKAGE.store(true, Ordering::Relaxed);
+}
+
+/// The `cai` package's view factory (`cai._cai._make_view_v1`), when this module is not
+/// the package and the package can be imported; `None` otherwise (this module's own
+/// classes are used). Looked up once; an exception that must propagate does, uncached.
+fn factory(py: Python<'_>) -> PyResult<Option<Bound<'_, PyAny>>> {
+    static FACTORY: PyOnceLock<Option<Py<PyAny>>> = PyOnceLock::new();
+    if PACKAGE.load(Ordering::Relaxed) {
+        return Ok(None);
+    }
+    if FACTORY.get(py).is_none() {
+        // Importing runs Python code, which may make views itself: the lock is not held
+        // meanwhile, and the first value stored wins.
+        let found = match py.import(intern!(py, "cai._cai")) {
+            Ok(module) => match module.getattr_opt(intern!(py, "_make_view_v1")) {
+                Ok(f) => f.map(Bound::unbind),
+                Err(e) if must_propagate(py, &e) => return Err(e),
+                Err(_) => None,
+            },
+            Err(e) if must_propagate(py, &e) => return Err(e),
+            Err(_) => None,
+        };
+        if found.is_none() {
+            own_classes_module(py);
+        }
+        let _ = FACTORY.set(py, found);
+    }
+    Ok(FACTORY.get(py).and_then(|f| f.as_ref()).map(|f| f.bind(py).clone()))
+}
+
+/// Without the `cai` package, this module's classes say that a module built on cai-py
+/// made them, not the package.
+fn own_classes_module(py: Python<'_>) {
+    for class in [py.get_type::<CudaArray>(), py.get_type::<HostArray>()] {
+        // Best effort: the name only shows in reprs and `__module__`.
+        let _ = class.setattr(intern!(py, "__module__"), intern!(py, "cai_py"));
+    }
+}
+
+/// The `cai` package's factory: a view of the interface dict `interface`, kept alive by
+/// `owner`, as an instance of the package's class. Other modules built on cai-py call it
+/// so that their views are `cai.CudaArray` / `cai.HostArray` instances.
+#[pyfunction]
+pub(crate) fn _make_view_v1<'py>(
+    host: bool,
+    interface: &Bound<'py, PyAny>,
+    owner: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let iface = if host { Interface::Host } else { Interface::Cuda };
+    let parsed = crate::parse::parse(interface, iface)?;
+    let core = Core::from_parsed(owner.clone().unbind(), parsed)?;
+    own_view(owner.py(), core, iface)
+}
+
+fn own_view<'py>(py: Python<'py>, core: Core, iface: Interface) -> PyResult<Bound<'py, PyAny>> {
+    let dict = PyOnceLock::new();
+    Ok(match iface {
+        Interface::Cuda => Bound::new(py, CudaArray { core, dict })?.into_any(),
+        Interface::Host => Bound::new(py, HostArray { core, dict })?.into_any(),
+    })
+}
+
+impl Core {
+    /// The view of this array: an instance of the `cai` package's class for `iface` when
+    /// the package can be imported, of this module's own otherwise.
+    pub(crate) fn into_view(self, py: Python<'_>, iface: Interface) -> PyResult<Bound<'_, PyAny>> {
+        match factory(py)? {
+            None => own_view(py, self, iface),
+            Some(make) => {
+                let owner = self.owner.bind(py);
+                let mask = self.mask.as_ref().map(|m| m.bind(py));
+                let mut d = self.descriptor.clone();
+                if iface == Interface::Cuda {
+                    // The version the producer declared, whose rules were applied.
+                    d.version = u32::try_from(self.declared_version).unwrap_or(cai_core::CURRENT_VERSION);
+                }
+                let dict = interface_dict(owner, &d, iface, mask)?;
+                make.call1((iface == Interface::Host, dict, owner))
+            }
+        }
+    }
+}
+
 /// The memory an interface's arrays are in.
 fn memory(iface: Interface) -> crate::dlpack::Memory {
     match iface {
@@ -101,14 +193,13 @@ macro_rules! view_class {
         }
 
         impl $ty {
-            /// A view of `descriptor`, validated, that keeps `owner` alive.
-            pub fn from_descriptor<'py>(owner: &Bound<'py, PyAny>, descriptor: Descriptor) -> PyResult<Bound<'py, $ty>> {
+            /// A view of `descriptor`, validated, that keeps `owner` alive: an instance of
+            /// the `cai` package's class when the package can be imported (so that
+            /// `isinstance` works across every module built on cai-py), of this module's
+            /// own class otherwise.
+            pub fn from_descriptor<'py>(owner: &Bound<'py, PyAny>, descriptor: Descriptor) -> PyResult<Bound<'py, PyAny>> {
                 let core = Core::from_descriptor(owner.clone().unbind(), descriptor)?;
-                Bound::new(owner.py(), $ty { core, dict: PyOnceLock::new() })
-            }
-
-            pub(crate) fn from_core(py: Python<'_>, core: Core) -> PyResult<Bound<'_, $ty>> {
-                Bound::new(py, $ty { core, dict: PyOnceLock::new() })
+                core.into_view(owner.py(), $iface)
             }
 
             /// The validated descriptor (its version is the one whose rules were applied).

@@ -24,3 +24,14 @@ def _fake_pointers_with_a_driver(request):
     cai.configure(check_pointers=False, import_sync="ignore")
     yield
     cai.configure(**before)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line per reason for skipped tests, instead of a line per test location."""
+    reasons = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    for reason, count in sorted(reasons.items()):
+        terminalreporter.write_line(f"skipped {count}: {reason}")

@@ -169,3 +169,17 @@ def test_refcount_is_unchanged_after_many_failed_imports():
         except TypeError:
             pass
     assert (sys.getrefcount(p), sys.getrefcount(q), sys.getrefcount(payload)) == start
+
+
+@pytest.mark.skipif(cai.cuda_driver_present(), reason="the warning is for machines without a CUDA driver")
+def test_check_pointers_asked_for_without_a_driver_warns():
+    with pytest.warns(RuntimeWarning, match="check_pointers=True: no CUDA driver .* pointers are not checked"):
+        cai.as_cuda_array(Producer(cai_dict()), check_pointers=True)
+    with pytest.warns(RuntimeWarning, match="pointers are not checked"):
+        cai.from_cuda_array_interface(cai_dict(), check_pointers=True)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cai.as_cuda_array(Producer(cai_dict()))  # the default: silent
+        cai.as_cuda_array(Producer(cai_dict()), check_pointers=False)

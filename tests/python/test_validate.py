@@ -59,5 +59,24 @@ def test_raising_property_is_a_finding():
 
 
 def test_no_interface_raises():
-    with pytest.raises(TypeError, match="do not export it"):
+    with pytest.raises(TypeError, match="'int' export neither __cuda_array_interface__ nor __array_interface__"):
         cai.validate(42)
+
+
+def test_which_interface_was_checked_is_said():
+    host_only = Producer({"shape": (3,), "typestr": "<f9", "data": (0, False), "version": 3}, host=True)
+    assert cai.validate(host_only) == ["__array_interface__: typestr: '<f9' is malformed: a float is 2, 4, 8, 10, 12 or 16 bytes"]
+    assert cai.validate(host_only, interface="host") == cai.validate(host_only)
+    with pytest.raises(TypeError, match="__cuda_array_interface__: objects of type 'ndarray' do not export it"):
+        cai.validate(np.zeros(3), interface="cuda")
+    assert cai.validate(np.zeros(3), interface="host") == []
+    assert cai.validate({"shape": (2,), "typestr": "<f4", "data": (64, False), "version": 3}, interface="host") == []
+    with pytest.raises(ValueError, match="interface: 'gpu' is not 'cuda', 'host' or None"):
+        cai.validate(np.zeros(3), interface="gpu")
+
+    class BrokenHost:
+        @property
+        def __array_interface__(self):
+            raise ValueError("gone")
+
+    assert cai.validate(BrokenHost()) == ["__array_interface__: reading the attribute raised ValueError: gone"]

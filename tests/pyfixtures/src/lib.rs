@@ -7,7 +7,7 @@
 use std::mem::offset_of;
 
 use cai_core::{ArrayInterface, CudaArrayInterface, DeviceBuffer, Element, RawDeviceBuffer, Stream, StreamHandle};
-use cai_py::{Ix1, Ix2, IxDyn, PyCudaArrayRo, PyCudaArrayRw};
+use cai_py::{Ix1, Ix2, IxDyn, PyCudaArrayRo, PyCudaArrayRw, PyHostArrayRo, PyHostArrayRw};
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 
@@ -633,6 +633,71 @@ fn takes_object(x: &Bound<'_, PyAny>) -> bool {
     !x.is_none()
 }
 
+/// The sum of a host array's elements, through `as_slice`.
+#[pyfunction]
+fn host_sum(x: PyHostArrayRo<'_, f64>) -> PyResult<f64> {
+    Ok(x.as_slice()?.iter().sum())
+}
+
+/// `(address, shape, strides, readonly, len)` of a 2-d host array of f32.
+#[pyfunction]
+fn host_describe(x: PyHostArrayRo<'_, f32, Ix2>) -> (usize, [usize; 2], Vec<isize>, bool, usize) {
+    (x.address(), x.dims(), x.strides().to_vec(), x.readonly(), x.len())
+}
+
+/// Multiplies a C-contiguous host array of f32 by `factor` in place, through `as_slice_mut`.
+#[pyfunction]
+fn host_scale(mut x: PyHostArrayRw<'_, f32, Ix2>, factor: f32) -> PyResult<()> {
+    for v in x.as_slice_mut()? {
+        *v *= factor;
+    }
+    Ok(())
+}
+
+/// `out[i] += a[i]`, two host arguments (for the overlap check).
+#[pyfunction]
+fn host_add_into(mut out: PyHostArrayRw<'_, f32, Ix1>, a: PyHostArrayRo<'_, f32, Ix1>) -> PyResult<()> {
+    let a = a.as_slice()?;
+    for (o, v) in out.as_slice_mut()?.iter_mut().zip(a) {
+        *o += v;
+    }
+    Ok(())
+}
+
+/// The elements of a bool vector, as Rust reads them.
+#[pyfunction]
+fn host_bools(x: PyHostArrayRo<'_, bool, Ix1>) -> PyResult<Vec<bool>> {
+    Ok(x.as_slice()?.to_vec())
+}
+
+/// `alive` of each particle of a record array, as Rust reads it.
+#[pyfunction]
+fn host_alive(x: PyHostArrayRo<'_, Particle, Ix1>) -> PyResult<Vec<bool>> {
+    Ok(x.as_slice()?.iter().map(|p| p.alive).collect())
+}
+
+/// The elements of a host array of i64 in logical (C) order, through `ndarray`'s view:
+/// any strides, negative ones included.
+#[pyfunction]
+fn host_nd_elements(x: PyHostArrayRo<'_, i64>) -> PyResult<Vec<i64>> {
+    Ok(x.as_array()?.iter().copied().collect())
+}
+
+/// The rows of a 2-d host array of i32 through `ndarray`'s view.
+#[pyfunction]
+fn host_nd_rows(x: PyHostArrayRo<'_, i32, Ix2>) -> PyResult<Vec<Vec<i32>>> {
+    Ok(x.as_array()?.rows().into_iter().map(|r| r.to_vec()).collect())
+}
+
+/// Writes each element's logical (C-order) index into a host array of i64 of any strides.
+#[pyfunction]
+fn host_nd_number(mut x: PyHostArrayRw<'_, i64>) -> PyResult<()> {
+    for (i, v) in (0i64..).zip(x.as_array_mut()?.iter_mut()) {
+        *v = i;
+    }
+    Ok(())
+}
+
 #[pymodule]
 fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<HostMatrix>()?;
@@ -658,6 +723,15 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fill_host_backed, m)?)?;
     m.add_function(wrap_pyfunction!(takes_object, m)?)?;
     m.add_function(wrap_pyfunction!(takes_array, m)?)?;
+    m.add_function(wrap_pyfunction!(host_sum, m)?)?;
+    m.add_function(wrap_pyfunction!(host_describe, m)?)?;
+    m.add_function(wrap_pyfunction!(host_scale, m)?)?;
+    m.add_function(wrap_pyfunction!(host_add_into, m)?)?;
+    m.add_function(wrap_pyfunction!(host_bools, m)?)?;
+    m.add_function(wrap_pyfunction!(host_alive, m)?)?;
+    m.add_function(wrap_pyfunction!(host_nd_elements, m)?)?;
+    m.add_function(wrap_pyfunction!(host_nd_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(host_nd_number, m)?)?;
     m.add_function(wrap_pyfunction!(bench_dict_build, m)?)?;
     m.add_function(wrap_pyfunction!(bench_parse, m)?)?;
     m.add_class::<BenchMatrix>()?;

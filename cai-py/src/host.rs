@@ -1,0 +1,385 @@
+//! Typed host-array arguments for `#[pyfunction]`s, with safe slices (and `ndarray` views).
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use cai_core::{Descr, Descriptor, Element, Extent, FieldType, Kind};
+use pyo3::prelude::*;
+use pyo3::Borrowed;
+
+use crate::dlpack::Memory;
+use crate::error::{py_tuple, Problem};
+use crate::extract::{read, shared_accessors, Access, Argument, Dimension, IxDyn, ReadOnly, ReadWrite};
+
+/// A host array argument of element type `T` and dimensionality `D`, taken from a NumPy
+/// array, any object that exports NumPy's `__array_interface__`, a `cai.HostArray`, a
+/// derived `#[cai_py::export(host)]` class, or a DLPack producer whose memory is on the
+/// host (a JAX CPU array, a CPU torch tensor).
+///
+/// Extraction makes the same checks, with the same messages, as [`PyCudaArray`]'s: the
+/// element type (the typestr must be `T`'s, in native byte order), the number of
+/// dimensions, strides in whole elements, writability for [`ReadWrite`], and no overlap
+/// between the arrays of one call where either is read-write. The argument holds the
+/// Python object, so the memory stays valid for the call.
+///
+/// Read the elements with [`as_slice`](Self::as_slice) /
+/// [`as_slice_mut`](Self::as_slice_mut) (C-contiguous arrays) or, with the `ndarray`
+/// feature, `as_array` / `as_array_mut` (any strides). No unsafe code is needed.
+///
+/// ```no_run
+/// use cai_py::{Ix2, PyHostArrayRo, PyHostArrayRw};
+/// use pyo3::prelude::*;
+///
+/// /// out[i] = sum of row i of x.
+/// #[pyfunction]
+/// fn row_sums(x: PyHostArrayRo<'_, f32, Ix2>, mut out: PyHostArrayRw<'_, f32>) -> PyResult<()> {
+///     let [_, cols] = x.dims();
+///     let x = x.as_slice()?;
+///     for (row, total) in x.chunks(cols.max(1)).zip(out.as_slice_mut()?) {
+///         *total = row.iter().sum();
+///     }
+///     Ok(())
+/// }
+/// ```
+///
+/// As with rust-numpy, the guarantee is among Rust code: Python code that runs while the
+/// function holds a slice (a callback it calls, or another thread once it releases the
+/// GIL) may still write the same array.
+///
+/// [`PyCudaArray`]: crate::PyCudaArray
+pub struct PyHostArray<'py, T: Element, D: Dimension = IxDyn, A: Access = ReadOnly> {
+    argument: Argument<'py>,
+    _marker: PhantomData<(T, D, A)>,
+}
+
+/// A read-only host array argument.
+pub type PyHostArrayRo<'py, T, D = IxDyn> = PyHostArray<'py, T, D, ReadOnly>;
+
+/// A read-write host array argument.
+pub type PyHostArrayRw<'py, T, D = IxDyn> = PyHostArray<'py, T, D, ReadWrite>;
+
+impl<T: Element, D: Dimension, A: Access> fmt::Debug for PyHostArray<'_, T, D, A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.argument.debug::<T, A>(f, "PyHostArray")
+    }
+}
+
+impl<'a, 'py, T: Element, D: Dimension, A: Access> FromPyObject<'a, 'py> for PyHostArray<'py, T, D, A> {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        let object = obj.to_owned();
+        // The interface first (NumPy's arrays give it), DLPack otherwise.
+        let (parsed, dlpack) = read::<T, D, A>(&object, Memory::Host)?;
+        let argument = Argument::register(object, parsed, dlpack, A::WRITABLE)?;
+        Ok(PyHostArray { argument, _marker: PhantomData })
+    }
+}
+
+impl<'py, T: Element, D: Dimension, A: Access> PyHostArray<'py, T, D, A> {
+    shared_accessors!();
+
+    /// The address of the element at index zero.
+    pub fn address(&self) -> usize {
+        self.argument.descriptor.data
+    }
+
+    /// The elements in C order, for a C-contiguous array; `ValueError` naming the array's
+    /// shape and strides otherwise (`numpy.ascontiguousarray` makes one), or when the
+    /// memory is not aligned for `T`.
+    pub fn as_slice(&self) -> PyResult<&[T]> {
+        let (data, len) = self.contiguous("as_slice")?;
+        // SAFETY: validation checked that the `len` elements from `data` lie in the array's
+        // memory, which the held object keeps alive for `&self`; `contiguous` checked that
+        // they are consecutive, aligned and valid values of `T`; no `&mut` to them exists
+        // in Rust (the overlap registry refuses a read-write argument sharing them).
+        Ok(unsafe { std::slice::from_raw_parts(data.cast_const(), len) })
+    }
+
+    /// Checks what a slice needs: C order, alignment and valid values. Returns the first
+    /// element (dangling for an empty array) and the number of elements.
+    fn contiguous(&self, method: &str) -> PyResult<(*mut T, usize)> {
+        let d = &self.argument.descriptor;
+        let len = self.len();
+        if len == 0 {
+            return Ok((std::ptr::NonNull::<T>::dangling().as_ptr(), 0));
+        }
+        if !d.is_c_contiguous() {
+            return Err(Problem::value_error(format!(
+                "{method}: the {} array of shape {} with strides {} (from {}) is not C-contiguous; pass \
+                 numpy.ascontiguousarray(...) or read it with as_array (feature `ndarray`)",
+                d.typestr,
+                py_tuple(self.shape()),
+                py_tuple(self.strides()),
+                type_name(&self.argument.object)
+            ))
+            .into());
+        }
+        self.aligned(method)?;
+        let data = d.data as *mut T;
+        let size = isize::try_from(std::mem::size_of::<T>()).unwrap_or(isize::MAX);
+        valid_values::<T>(data.cast::<u8>(), &[(len, size)], method)?;
+        Ok((data, len))
+    }
+
+    fn aligned(&self, method: &str) -> PyResult<()> {
+        let data = self.argument.descriptor.data;
+        if data % std::mem::align_of::<T>() != 0 {
+            return Err(Problem::value_error(format!(
+                "{method}: data: 0x{data:x} is not aligned to {} bytes, as '{}' elements in Rust must be \
+                 (numpy.require(x, requirements='A') gives an aligned copy)",
+                std::mem::align_of::<T>(),
+                T::TYPESTR
+            ))
+            .into());
+        }
+        Ok(())
+    }
+}
+
+impl<T: Element, D: Dimension> PyHostArray<'_, T, D, ReadWrite> {
+    /// The elements in C order, for writing; the same conditions as
+    /// [`as_slice`](Self::as_slice).
+    pub fn as_slice_mut(&mut self) -> PyResult<&mut [T]> {
+        let (data, len) = self.contiguous("as_slice_mut")?;
+        // SAFETY: as in `as_slice`; the array is writable (checked at extraction), `&mut
+        // self` is the only Rust access to it, and the registry refused any other argument
+        // of this call sharing its bytes.
+        Ok(unsafe { std::slice::from_raw_parts_mut(data, len) })
+    }
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type().name().map_or_else(|_| "?".to_owned(), |n| format!("a '{n}'"))
+}
+
+/// The byte offsets, within one element of `T`, of the bytes that hold `bool`s (whose
+/// only valid values are 0 and 1).
+fn bool_bytes<T: Element>() -> Vec<usize> {
+    fn walk(descr: &Descr, base: usize, out: &mut Vec<usize>) {
+        let Ok(layout) = descr.layout() else { return };
+        for f in layout {
+            match &f.field.ty {
+                FieldType::Scalar(t) if t.kind() == Kind::Bool => out.extend(base + f.offset..base + f.offset + f.size),
+                FieldType::Scalar(_) => {}
+                FieldType::Record(inner) => {
+                    let count: usize = f.field.shape.iter().product();
+                    let size = inner.itemsize().unwrap_or(0);
+                    for i in 0..count {
+                        walk(inner, base + f.offset + i * size, out);
+                    }
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    if T::TYPESTR.kind() == Kind::Bool {
+        out.push(0);
+    } else if T::TYPESTR.kind() == Kind::Void {
+        walk(&T::descr(), 0, &mut out);
+    }
+    out
+}
+
+/// Refuses elements that are not valid values of `T` (a `bool` byte other than 0 or 1):
+/// Rust may not even read them as `T`. `dims` are `(count, byte stride)` pairs from the
+/// element at `first`, whose bytes were validated to lie in the array's memory.
+pub(crate) fn valid_values<T: Element>(first: *const u8, dims: &[(usize, isize)], method: &str) -> PyResult<()> {
+    let bools = bool_bytes::<T>();
+    if bools.is_empty() {
+        return Ok(());
+    }
+    let mut bad = None;
+    visit(first, dims, &mut |element| {
+        for &b in &bools {
+            // SAFETY: `element` is an element of the array (see above) and `b` a byte of it.
+            let byte = unsafe { element.add(b).read() };
+            if byte > 1 {
+                bad = Some(byte);
+                return false;
+            }
+        }
+        true
+    });
+    match bad {
+        None => Ok(()),
+        Some(byte) => Err(Problem::value_error(format!(
+            "{method}: a bool element holds the byte {byte}; Rust's bool must be 0 or 1 (read the array as u8)"
+        ))
+        .into()),
+    }
+}
+
+/// Calls `f` with each element's address until it returns false.
+fn visit(first: *const u8, dims: &[(usize, isize)], f: &mut dyn FnMut(*const u8) -> bool) -> bool {
+    match dims.split_first() {
+        None => f(first),
+        Some((&(count, stride), rest)) => {
+            let mut p = first;
+            for i in 0..count {
+                if !visit(p, rest, f) {
+                    return false;
+                }
+                if i + 1 < count {
+                    p = p.wrapping_offset(stride);
+                }
+            }
+            true
+        }
+    }
+}
+
+#[cfg(feature = "ndarray")]
+mod nd {
+    use ndarray::{ArrayView, ArrayViewMut, Axis, ShapeBuilder};
+
+    use super::*;
+    use crate::extract::{Ix, IxDyn};
+
+    /// The `ndarray` dimension type of a [`Dimension`] (feature `ndarray`).
+    pub trait NdDimension: Dimension {
+        /// `ndarray::Ix1` for `Ix1`, ..., `ndarray::IxDyn` for `IxDyn`.
+        type Nd: ndarray::Dimension;
+    }
+
+    macro_rules! nd_dimension {
+        ($($n:literal => $nd:ty),*) => {$(
+            impl NdDimension for Ix<$n> {
+                type Nd = $nd;
+            }
+        )*};
+    }
+    nd_dimension!(0 => ndarray::Ix0, 1 => ndarray::Ix1, 2 => ndarray::Ix2, 3 => ndarray::Ix3, 4 => ndarray::Ix4,
+        5 => ndarray::Ix5, 6 => ndarray::Ix6);
+    impl NdDimension for IxDyn {
+        type Nd = ndarray::IxDyn;
+    }
+
+    /// A view's parts: the lowest-addressed element, the shape, the strides in elements
+    /// made non-negative, and the axes whose strides were negative.
+    struct Layout {
+        low: *mut u8,
+        shape: Vec<usize>,
+        strides: Vec<usize>,
+        flipped: Vec<usize>,
+    }
+
+    impl<T: Element, D: NdDimension, A: Access> PyHostArray<'_, T, D, A> {
+        fn layout(&self, method: &str, exclusive: bool) -> PyResult<Layout> {
+            let d = &self.argument.descriptor;
+            let shape = d.shape.clone();
+            let elements = self.element_strides();
+            if shape.contains(&0) {
+                let strides = vec![0; shape.len()];
+                let low = std::ptr::NonNull::<T>::dangling().as_ptr().cast();
+                return Ok(Layout { low, shape, strides, flipped: Vec::new() });
+            }
+            self.aligned(method)?;
+            if exclusive && overlaps(&shape, &elements) {
+                return Err(Problem::value_error(format!(
+                    "{method}: the array of shape {} with strides {} reaches some elements by two indices (a \
+                     broadcast or as_strided array); a mutable view needs distinct elements",
+                    py_tuple(&shape),
+                    py_tuple(self.strides())
+                ))
+                .into());
+            }
+            // The lowest address: the first element moved back along each negative stride.
+            let byte_strides = self.strides();
+            // Validation checked that these offsets lie in the address space.
+            let low_offset: isize = shape
+                .iter()
+                .zip(byte_strides)
+                .filter(|(_, &s)| s < 0)
+                .map(|(&n, &s)| isize::try_from(n - 1).unwrap_or(0).wrapping_mul(s))
+                .fold(0, isize::wrapping_add);
+            let low = (d.data as *mut u8).wrapping_offset(low_offset);
+            let dims: Vec<(usize, isize)> = shape.iter().copied().zip(byte_strides.iter().copied()).collect();
+            valid_values::<T>(d.data as *const u8, &dims, method)?;
+            let flipped = (0..shape.len()).filter(|&i| elements[i] < 0).collect();
+            let strides = elements.iter().map(|s| s.unsigned_abs()).collect();
+            Ok(Layout { low, shape, strides, flipped })
+        }
+
+        fn nd_shape(layout: &Layout) -> (D::Nd, D::Nd) {
+            // Extraction checked the number of dimensions against `D`, which is `D::Nd`'s.
+            let dim = |values: &[usize]| {
+                use ndarray::Dimension as _;
+                let mut dim = D::Nd::zeros(values.len());
+                dim.slice_mut().copy_from_slice(values);
+                dim
+            };
+            (dim(&layout.shape), dim(&layout.strides))
+        }
+
+        /// The array as an `ndarray` view with its own strides (negative and zero strides
+        /// included); `ValueError` for memory not aligned for `T`. Feature `ndarray`.
+        pub fn as_array(&self) -> PyResult<ArrayView<'_, T, D::Nd>> {
+            let layout = self.layout("as_array", false)?;
+            let (shape, strides) = Self::nd_shape(&layout);
+            // SAFETY: validation checked that every element lies in the array's memory,
+            // kept alive by the held object for `&self`; `low` is the lowest-addressed
+            // element (aligned, non-null) and the strides are non-negative, as
+            // `from_shape_ptr` requires; values were checked to be valid `T`s.
+            let mut view = unsafe { ArrayView::from_shape_ptr(shape.strides(strides), layout.low.cast::<T>()) };
+            for axis in layout.flipped {
+                view.invert_axis(Axis(axis));
+            }
+            Ok(view)
+        }
+    }
+
+    impl<T: Element, D: NdDimension> PyHostArray<'_, T, D, ReadWrite> {
+        /// The array as a mutable `ndarray` view; the array must not reach an element by
+        /// two indices (`ValueError`). Feature `ndarray`.
+        pub fn as_array_mut(&mut self) -> PyResult<ArrayViewMut<'_, T, D::Nd>> {
+            let layout = self.layout("as_array_mut", true)?;
+            let (shape, strides) = Self::nd_shape(&layout);
+            // SAFETY: as in `as_array`; besides, the array is writable, `&mut self` is the
+            // only Rust access, no element is reached twice, and the registry refused any
+            // other argument of this call sharing the bytes.
+            let mut view = unsafe { ArrayViewMut::from_shape_ptr(shape.strides(strides), layout.low.cast::<T>()) };
+            for axis in layout.flipped {
+                view.invert_axis(Axis(axis));
+            }
+            Ok(view)
+        }
+    }
+
+    /// Whether some element is reached by two indices: sorted by stride, each axis must
+    /// step past everything the faster axes reach (a sufficient test, which every
+    /// C-, Fortran- or sliced layout passes).
+    fn overlaps(shape: &[usize], strides: &[isize]) -> bool {
+        let mut axes: Vec<(usize, usize)> =
+            shape.iter().zip(strides).filter(|(&n, _)| n > 1).map(|(&n, &s)| (n, s.unsigned_abs())).collect();
+        axes.sort_by_key(|&(_, s)| s);
+        let mut reach = 0usize; // the largest offset the faster axes reach
+        for (n, s) in axes {
+            if s <= reach {
+                return true;
+            }
+            reach = match (n - 1).checked_mul(s).and_then(|r| r.checked_add(reach)) {
+                Some(r) => r,
+                None => return true,
+            };
+        }
+        false
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn overlap_test() {
+            assert!(!super::overlaps(&[3, 4], &[4, 1]));
+            assert!(!super::overlaps(&[3, 4], &[1, 3]));
+            assert!(!super::overlaps(&[3, 4], &[-4, 1]));
+            assert!(!super::overlaps(&[3, 1], &[1, 0]));
+            assert!(super::overlaps(&[3, 4], &[0, 1]));
+            assert!(super::overlaps(&[3, 4], &[2, 1]));
+            assert!(!super::overlaps(&[2, 2], &[1, 2]));
+        }
+    }
+}
+
+#[cfg(feature = "ndarray")]
+pub use nd::NdDimension;

@@ -1,0 +1,247 @@
+"""Host array arguments (`PyHostArray*`): NumPy, `__array_interface__` producers, cai
+views, derived host containers and DLPack CPU producers, read through safe slices and
+`ndarray` views; and the views of other modules being `cai`'s own classes."""
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import cai
+import cai_fixtures as fx
+from producers import Producer, cai_dict
+
+
+def address(a):
+    return a.__array_interface__["data"][0]
+
+
+def test_numpy_in_rust_reads_and_writes_the_same_memory():
+    x = np.arange(6, dtype=np.float64)
+    assert fx.host_sum(x) == 15.0
+    assert fx.host_sum(x.reshape(2, 3)) == 15.0
+    m = np.arange(6, dtype=np.float32).reshape(2, 3)
+    before = address(m)
+    fx.host_scale(m, 2.0)
+    assert m.tolist() == [[0, 2, 4], [6, 8, 10]] and address(m) == before
+    a, s, strides, ro, n = fx.host_describe(m)
+    assert (a, s, strides, ro, n) == (before, [2, 3], [12, 4], False, 6)
+
+
+def test_zero_d_and_empty_arrays():
+    assert fx.host_sum(np.array(2.5)) == 2.5
+    assert fx.host_sum(np.zeros((0, 5))) == 0.0
+    fx.host_scale(np.zeros((0, 3), dtype=np.float32), 2.0)
+    assert fx.host_nd_elements(np.zeros((4, 0), dtype=np.int64)) == []
+
+
+def test_every_host_producer_is_accepted():
+    m = fx.HostMatrix(2, 3)  # a derived host container
+    a, shape, *_ = fx.host_describe(m)
+    assert shape == [2, 3] and a == m.address()
+    fx.host_scale(m, 3.0)
+    assert m.get(1, 2) == 15.0
+    view = cai.as_array(np.ones((2, 2), dtype=np.float32))
+    assert fx.host_describe(view)[1] == [2, 2]
+    cloud = fx.HostCloud(2)
+    assert fx.host_describe(cloud.xyz)[1] == [2, 3]
+    # any object with __array_interface__
+    backing = np.arange(4, dtype=np.float64)
+    producer = Producer(dict(backing.__array_interface__), host=True)
+    assert fx.host_sum(producer) == 6.0
+
+
+def test_a_dlpack_cpu_producer_is_accepted():
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    cpu = jax.devices("cpu")[0]
+    x = jax.device_put(jnp.arange(12, dtype=jnp.int32).reshape(3, 4), cpu)
+    assert not hasattr(x, "__array_interface__")
+    assert fx.host_nd_rows(x) == np.arange(12).reshape(3, 4).tolist()
+
+
+class OnlyDLPack:
+    """Offers an array through DLPack alone."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def test_dlpack_carries_read_only_and_writes_reach_the_producer():
+    ro = np.arange(6, dtype=np.float32).reshape(2, 3)
+    ro.flags.writeable = False
+    with pytest.raises(BufferError, match="read-only"):
+        fx.host_scale(OnlyDLPack(ro), 2.0)
+    rw = np.arange(6, dtype=np.float32).reshape(2, 3)
+    fx.host_scale(OnlyDLPack(rw), 2.0)
+    assert rw.tolist() == [[0, 2, 4], [6, 8, 10]]
+
+
+def test_checks_and_their_messages():
+    with pytest.raises(TypeError, match=r"expected a host array of '<f8', received .* '<f4' .*wrong element type"):
+        fx.host_sum(np.zeros(3, dtype=np.float32))
+    with pytest.raises(TypeError, match=r"with 2 dimensions.*wrong number of dimensions"):
+        fx.host_describe(np.zeros(3, dtype=np.float32))
+    with pytest.raises(TypeError, match="wrong element type"):
+        fx.host_sum(np.zeros(3, dtype=">f8"))
+    ro = np.zeros((2, 2), dtype=np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(BufferError, match=r"expected a writable host array .*read-only"):
+        fx.host_scale(ro, 1.0)
+    with pytest.raises(TypeError, match=r"expected a host array of '<f8', received \[1.0\] \(list\) \(an object with __array_interface__"):
+        fx.host_sum([1.0])
+
+
+def test_device_memory_is_refused_with_the_way_out():
+    device = Producer(cai_dict(shape=(3,), typestr="<f8"))
+    with pytest.raises(TypeError, match=r"__cuda_array_interface__, CUDA memory: take it with a device array argument, PyCudaArray, or copy it to the host first"):
+        fx.host_sum(device)
+
+    class DeviceDLPack:
+        called = False
+
+        def __dlpack_device__(self):
+            return (2, 0)
+
+        def __dlpack__(self, **kwargs):
+            DeviceDLPack.called = True
+            raise AssertionError("a device tensor must not be exported for a host argument")
+
+    with pytest.raises(TypeError, match="DLPack device is CUDA memory"):
+        fx.host_sum(DeviceDLPack())
+    assert not DeviceDLPack.called
+
+
+def test_a_slice_needs_c_order_and_says_so():
+    x = np.arange(6, dtype=np.float64)
+    with pytest.raises(ValueError, match=r"as_slice: the <f8 array of shape \(3,\) with strides \(16,\) .*not C-contiguous"):
+        fx.host_sum(x[::2])
+    m = np.zeros((3, 2), dtype=np.float32)
+    with pytest.raises(ValueError, match="as_slice_mut: .*not C-contiguous"):
+        fx.host_scale(m.T, 2.0)
+
+
+def test_unaligned_memory_is_refused():
+    raw = np.zeros(9 * 8, dtype=np.uint8)
+    unaligned = raw[1 : 1 + 8 * 8].view(np.float64)
+    assert address(unaligned) % 8 == 1
+    with pytest.raises(ValueError, match="not aligned to 8 bytes"):
+        fx.host_sum(unaligned)
+    with pytest.raises(ValueError, match="not aligned"):
+        fx.host_nd_elements(raw[1 : 1 + 8 * 8].view(np.int64))
+
+
+def test_bools_must_be_zero_or_one():
+    assert fx.host_bools(np.array([True, False, True])) == [True, False, True]
+    bad = np.array([0, 2, 1], dtype=np.uint8).view(np.bool_)
+    with pytest.raises(ValueError, match="bool element holds the byte 2"):
+        fx.host_bools(bad)
+    particles = fx.Particles(4)
+    assert fx.host_alive(particles) == [True, False, True, False]
+    records = np.asarray(particles).copy()
+    assert fx.host_alive(records) == [True, False, True, False]
+    raw = records.view(np.uint8).reshape(4, -1)
+    raw[3, fx.Particles.layout()[1][3][1]] = 7  # the `alive` byte of particle 3
+    with pytest.raises(ValueError, match="byte 7"):
+        fx.host_alive(records)
+
+
+def test_overlapping_arguments_of_one_call_are_refused():
+    a = np.arange(8, dtype=np.float32)
+    with pytest.raises(BufferError, match="overlap"):
+        fx.host_add_into(a, a)
+    with pytest.raises(BufferError, match="overlap"):
+        fx.host_add_into(a[2:6], a[:4])
+    fx.host_add_into(a[:4], a[4:])
+    assert a[:4].tolist() == [4, 6, 8, 10]
+
+
+def c_order(x):
+    return np.ascontiguousarray(x).ravel().tolist()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda a: a,
+        lambda a: a[::2],
+        lambda a: a[::-1],
+        lambda a: a[:, ::-1],
+        lambda a: a[::-2, 1::3],
+        lambda a: a.T,
+        lambda a: a[1],
+        lambda a: a[1, 2],
+        lambda a: a[:0],
+        lambda a: np.broadcast_to(a[0], (3, 6)),
+    ],
+    ids=["c", "step", "rows-reversed", "cols-reversed", "both", "transposed", "row", "0-d", "empty", "broadcast"],
+)
+def test_ndarray_views_read_any_layout(make):
+    base = np.arange(24, dtype=np.int64).reshape(4, 6)
+    x = make(base)
+    assert fx.host_nd_elements(x) == c_order(x)
+    if x.ndim == 2:
+        assert fx.host_nd_rows(x.astype(np.int32)) == x.tolist()
+        assert fx.host_nd_rows(make(base.astype(np.int32))) == x.tolist()
+
+
+@pytest.mark.parametrize("index", [np.s_[::-1], np.s_[:, ::-2], np.s_[1:, 1:5]], ids=["reversed", "step", "inner"])
+def test_ndarray_mutable_views_write_in_place(index):
+    base = np.full((4, 6), -1, dtype=np.int64)
+    view = base[index]
+    fx.host_nd_number(view)
+    assert view.tolist() == np.arange(view.size).reshape(view.shape).tolist()
+    mask = np.ones(base.shape, dtype=bool)
+    mask[index] = False
+    assert (base[mask] == -1).all()
+    transposed = np.zeros((3, 2), dtype=np.int64)
+    fx.host_nd_number(transposed.T)
+    assert transposed.T.tolist() == [[0, 1, 2], [3, 4, 5]]
+
+
+def test_a_mutable_view_refuses_elements_reached_twice():
+    base = np.zeros(4, dtype=np.int64)
+    overlapping = np.lib.stride_tricks.as_strided(base, shape=(3, 2), strides=(8, 8))
+    assert overlapping.flags.writeable
+    with pytest.raises(ValueError, match="reaches some elements by two indices"):
+        fx.host_nd_number(overlapping)
+    assert fx.host_nd_elements(overlapping) == [0, 0, 0, 0, 0, 0]
+
+
+def test_views_of_other_modules_are_cai_classes():
+    cloud = fx.HostCloud(3)
+    assert isinstance(cloud.xyz, cai.HostArray) and type(cloud.xyz) is cai.HostArray
+    assert type(cloud.ids).__module__ == "cai"
+    device = fx.DeviceCloud(0x7F0000000000, 4)
+    assert type(device.xyz) is cai.CudaArray and isinstance(device.rgb, cai.CudaArray)
+    assert device.xyz.owner is device
+    assert np.asarray(cloud.xyz).tolist() == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+    assert cloud.xyz.owner is cloud
+
+
+def test_views_work_without_the_cai_package():
+    script = textwrap.dedent(
+        """
+        import sys
+        sys.modules["cai"] = None  # the package cannot be imported
+        import numpy as np
+        import cai_fixtures as fx
+        cloud = fx.HostCloud(2)
+        v = cloud.xyz
+        assert type(v).__name__ == "HostArray", type(v)
+        assert type(v).__module__ == "cai_py", type(v).__module__
+        assert np.asarray(v).tolist() == [[0, 1, 2], [3, 4, 5]]
+        assert fx.host_describe(v)[1] == [2, 3]
+        print("ok")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
