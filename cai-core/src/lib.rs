@@ -89,6 +89,7 @@ pub mod dlpack;
 mod element;
 mod error;
 mod interface;
+mod stable;
 mod stream;
 pub mod sync;
 pub mod typestr;
@@ -107,5 +108,6 @@ pub use interface::{ArrayInterface, CudaArrayInterface, NamedArrays, NamedCudaAr
 
 #[cfg(feature = "derive")]
 pub use cai_derive::{ArrayInterface, CudaArrayInterface, Element};
+pub use stable::StableVec;
 pub use stream::{Stream, StreamHandle};
 pub use typestr::{ByteOrder, DateTimeUnit, Kind, TimeUnit, TypeStr};

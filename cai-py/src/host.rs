@@ -106,7 +106,7 @@ impl<'py, T: Element, D: Dimension, A: Access> PyHostArray<'py, T, D, A> {
         }
         if !d.is_c_contiguous() {
             return Err(Problem::value_error(format!(
-                "{method}: the {} array of shape {} with strides {} (from {}) is not C-contiguous; pass \
+                "{method}: the {} array of shape {} with strides {} (a {}) is not C-contiguous; pass \
                  numpy.ascontiguousarray(...) or read it with as_array (feature `ndarray`)",
                 d.typestr,
                 py_tuple(self.shape()),
@@ -150,7 +150,7 @@ impl<T: Element, D: Dimension> PyHostArray<'_, T, D, ReadWrite> {
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type().name().map_or_else(|_| "?".to_owned(), |n| format!("a '{n}'"))
+    obj.get_type().fully_qualified_name().map_or_else(|_| "?".to_owned(), |n| n.to_string())
 }
 
 /// The byte offsets, within one element of `T`, of the bytes that hold `bool`s (whose

@@ -11,20 +11,36 @@ import pycontainer
 
 
 def host_round_trip():
-    print("== host: a Rust Image seen by NumPy through __array_interface__")
+    print("== host: a Rust Image seen by NumPy through __array_interface__ (zero copy)")
     img = pycontainer.Image(2, 3)
     img.fill(1.5)
     a = np.asarray(img)
-    print("numpy sees     ", a.dtype, a.shape, "writeable" if a.flags.writeable else "read-only")
+    same = a.__array_interface__["data"][0] == img.address()
+    print("numpy sees       ", a.dtype, a.shape, "writeable" if a.flags.writeable else "read-only")
+    print("same memory      ", f"numpy 0x{a.__array_interface__['data'][0]:x} == Rust 0x{img.address():x}: {same}")
     a[1, 2] = 10.0
     print("Rust sum after a NumPy write:", img.sum(), "(6 x 1.5 - 1.5 + 10)")
-    view = cai.as_array(img)
-    print("cai view       ", view)
-    print("validate(img)  ", cai.validate(img) or "conforms")
+    d = np.from_dlpack(img)
+    print("through DLPack   ", f"np.from_dlpack(img) at 0x{d.__array_interface__['data'][0]:x}: same memory "
+          f"{d.__array_interface__['data'][0] == img.address()}")
+    print("cai view         ", cai.as_array(img))
+    print("validate(img)    ", cai.validate(img) or "conforms")
+
+    print("\n== host: NumPy arrays into Rust functions (PyHostArray, safe slices, zero copy)")
+    m = np.arange(6, dtype=np.float32).reshape(2, 3)
+    pycontainer.brighten(m, 0.5)
+    print("brighten(m, 0.5) wrote into NumPy's memory:", m.tolist())
+    print("total(m)         ", pycontainer.total(m), "and total(img):", pycontainer.total(img))
+
+    print("\n== host: a Rust container that grows while NumPy views it")
+    before = img.address()
+    img.add_rows(1000, 2.0)
+    print("pixels moved     ", f"0x{before:x} -> 0x{img.address():x}; the old view still reads its memory:",
+          a[1].tolist(), "(StableVec keeps the old allocation until the image is dropped)")
 
 
 def extractor_errors():
-    print("\n== the extractor refuses what it cannot use, with the reason")
+    print("\n== refusals: each error below is expected, and says what was wrong")
     # The descriptors below describe a made-up pointer: where a CUDA driver is present,
     # its pointer check would refuse them before anything else, so it is off here.
     before = cai.configure()
@@ -35,19 +51,28 @@ def extractor_errors():
         cai.configure(**before)
 
 
+def expected(call, *args):
+    try:
+        call(*args)
+    except (TypeError, ValueError, BufferError) as e:
+        print(f"(expected) {type(e).__name__}: {e}".replace("\n", " "))
+    else:
+        raise AssertionError("this call should have been refused")
+
+
 def _extractor_errors():
-    for arg in (np.zeros((2, 2), np.float32), cai.from_cuda_array_interface(
-            {"shape": (4,), "typestr": "<f4", "data": (0x7F0000000000, False), "version": 3})):
-        try:
-            pycontainer.describe(arg)
-        except TypeError as e:
-            print(f"TypeError: {e}")
+    expected(pycontainer.describe, np.zeros((2, 2), np.float32))  # host memory for a device argument
+    expected(pycontainer.describe, cai.from_cuda_array_interface(
+        {"shape": (4,), "typestr": "<f4", "data": (0x7F0000000000, False), "version": 3}))  # 1-d for 2-d
     desc = {"shape": (3, 4), "typestr": "<f4", "data": (0x7F0000000000, True), "version": 3, "stream": None}
     print("describe:", pycontainer.describe(cai.from_cuda_array_interface(desc)))
-    try:
-        pycontainer.fill(cai.from_cuda_array_interface(desc), 0.0)
-    except BufferError as e:
-        print(f"BufferError: {e}")
+    expected(pycontainer.fill, cai.from_cuda_array_interface(desc), 0.0)  # read-only for writing
+    expected(pycontainer.brighten, np.zeros((2, 2), np.float64), 1.0)  # f64 for f32
+    expected(pycontainer.brighten, np.zeros((3, 2), np.float32).T, 1.0)  # not C-contiguous
+    a = np.zeros(4, np.float32)
+    ro = a.reshape(2, 2)
+    ro.flags.writeable = False
+    expected(pycontainer.brighten, ro, 1.0)  # read-only for writing
 
 
 def gpu_round_trip():

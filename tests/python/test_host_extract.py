@@ -245,3 +245,19 @@ def test_views_work_without_the_cai_package():
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_a_stable_vec_keeps_what_views_read_when_rust_grows_it():
+    g = fx.GrowingVector([1.0, 2.0, 3.0])
+    a = np.asarray(g)
+    first = g.address()
+    assert address(a) == first
+    for _ in range(5):
+        g.extend(10_000, 7.0)  # moves to larger allocations
+    assert g.address() != first and g.retired_bytes() >= 24
+    # The old view reads the old allocation, still alive (and unchanged).
+    junk = [np.full(10_000, 9.0) for _ in range(20)]  # reuse freed memory, if any were freed
+    assert a.tolist() == [1.0, 2.0, 3.0]
+    b = np.asarray(g)
+    assert b.shape == (50_003,) and b[:3].tolist() == [1.0, 2.0, 3.0] and b[-1] == 7.0
+    del junk

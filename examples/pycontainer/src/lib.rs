@@ -1,15 +1,18 @@
 //! The cai example extension module `pycontainer`.
 //!
-//! - `Image`: a host image (`Vec<f32>`), exported through NumPy's `__array_interface__`.
+//! - `Image`: a host image (`StableVec<f32>`, so that growing it never frees memory a
+//!   NumPy view reads), exported through NumPy's `__array_interface__` and DLPack.
 //! - `DeviceImage`: a device image (cudarc `CudaSlice<f32>` on its own stream), exported
 //!   through `__cuda_array_interface__`; needs a GPU.
 //! - `describe(x)` and `fill(x, value)`: `#[pyfunction]`s taking any CUDA Array Interface
 //!   producer (CuPy, PyTorch, Numba, JAX, `DeviceImage`) as a typed, checked argument.
+//! - `brighten(x, by)` and `total(x)`: `#[pyfunction]`s taking any host array (NumPy, JAX
+//!   on the CPU, `Image`) as a typed, checked argument, read through safe slices.
 
 use std::sync::Arc;
 
-use cai_core::{ArrayInterface, CudaArrayInterface};
-use cai_py::{Ix2, PyCudaArrayRo, PyCudaArrayRw};
+use cai_core::{ArrayInterface, CudaArrayInterface, StableVec};
+use cai_py::{Ix2, PyCudaArrayRo, PyCudaArrayRw, PyHostArrayRo, PyHostArrayRw};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use pyo3::prelude::*;
 
@@ -18,7 +21,7 @@ use pyo3::prelude::*;
 #[derive(ArrayInterface)]
 struct Image {
     #[cai(data)]
-    pixels: Vec<f32>,
+    pixels: StableVec<f32>,
     #[cai(shape)]
     shape: [usize; 2],
 }
@@ -28,7 +31,19 @@ struct Image {
 impl Image {
     #[new]
     fn new(rows: usize, cols: usize) -> Self {
-        Image { pixels: vec![0.0; rows * cols], shape: [rows, cols] }
+        Image { pixels: StableVec::from(vec![0.0; rows * cols]), shape: [rows, cols] }
+    }
+
+    /// The address of the first pixel, as Rust holds it.
+    fn address(&self) -> usize {
+        self.pixels.as_ptr() as usize
+    }
+
+    /// Adds `rows` rows of `value`. The pixels may move to a larger allocation; views made
+    /// earlier keep reading the old one, which the image keeps until it is dropped.
+    fn add_rows(&mut self, rows: usize, value: f32) {
+        self.shape[0] += rows;
+        self.pixels.resize(self.shape[0] * self.shape[1], value);
     }
 
     /// Sets every pixel to `value` (from Rust).
@@ -110,11 +125,28 @@ fn fill(mut x: PyCudaArrayRw<'_, f32, Ix2>, value: f32) -> PyResult<()> {
     stream.synchronize().map_err(driver_error)
 }
 
+/// Adds `by` to every element of a C-contiguous 2-d f32 host array, in place.
+#[pyfunction]
+fn brighten(mut x: PyHostArrayRw<'_, f32, Ix2>, by: f32) -> PyResult<()> {
+    for p in x.as_slice_mut()? {
+        *p += by;
+    }
+    Ok(())
+}
+
+/// The sum of a C-contiguous f32 host array of any shape.
+#[pyfunction]
+fn total(x: PyHostArrayRo<'_, f32>) -> PyResult<f64> {
+    Ok(x.as_slice()?.iter().map(|&p| f64::from(p)).sum())
+}
+
 #[pymodule]
 fn pycontainer(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Image>()?;
     m.add_class::<DeviceImage>()?;
     m.add_function(wrap_pyfunction!(describe, m)?)?;
     m.add_function(wrap_pyfunction!(fill, m)?)?;
+    m.add_function(wrap_pyfunction!(brighten, m)?)?;
+    m.add_function(wrap_pyfunction!(total, m)?)?;
     Ok(())
 }

@@ -177,6 +177,36 @@ impl Particles {
     }
 }
 
+/// A host vector that grows in Rust while Python views it (a `StableVec`).
+#[pyclass]
+#[derive(ArrayInterface)]
+struct GrowingVector {
+    #[cai(data)]
+    values: cai_core::StableVec<f64>,
+}
+
+#[cai_py::export(host)]
+#[pymethods]
+impl GrowingVector {
+    #[new]
+    fn new(values: Vec<f64>) -> Self {
+        GrowingVector { values: values.into() }
+    }
+
+    /// Appends `n` copies of `value` (the buffer may move).
+    fn extend(&mut self, n: usize, value: f64) {
+        self.values.resize(self.values.len() + n, value);
+    }
+
+    fn address(&self) -> usize {
+        self.values.as_ptr() as usize
+    }
+
+    fn retired_bytes(&self) -> usize {
+        self.values.retired_bytes()
+    }
+}
+
 /// Two named host arrays in one object.
 #[pyclass]
 #[derive(ArrayInterface)]
@@ -705,6 +735,7 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<AlignedVector>()?;
     m.add_class::<Particles>()?;
     m.add_class::<HostCloud>()?;
+    m.add_class::<GrowingVector>()?;
     m.add_class::<DeviceMatrix>()?;
     m.add_class::<DeviceV2>()?;
     m.add_class::<OptionsDevice>()?;
