@@ -127,13 +127,17 @@ impl Access for ReadWrite {
 /// refused with `BufferError`, as rust-numpy does; the check covers the arrays extracted
 /// by this extension module.
 ///
-/// ```ignore
+/// ```no_run
+/// use cai_core::Stream;
 /// use cai_py::{Ix2, PyCudaArrayRw};
+/// use pyo3::prelude::*;
+/// # fn my_stream() -> Stream { Stream::LegacyDefault }
+/// # fn launch_scale_kernel(_: &Stream, _: *mut f32, _: usize, _: usize, _: f32) {}
 ///
 /// #[pyfunction]
 /// fn scale(mut x: PyCudaArrayRw<'_, f32, Ix2>, factor: f32) -> PyResult<()> {
 ///     let [rows, cols] = x.dims();
-///     let stream = my_stream(); // a cudarc stream
+///     let stream = my_stream(); // a cudarc stream (feature `driver`), or a `Stream`
 ///     let ptr = x.as_mut_ptr_on(&stream)?; // `stream` now waits for the producer's work
 ///     launch_scale_kernel(&stream, ptr, rows, cols, factor);
 ///     Ok(())

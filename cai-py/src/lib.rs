@@ -9,7 +9,7 @@
 //! `__cuda_array_interface__` property to the block, so no `multiple-pymethods` feature is
 //! needed (an empty `#[pymethods] impl Buffer {}` will do when the class has no methods):
 //!
-//! ```ignore
+//! ```no_run
 //! use cai_core::{CudaArrayInterface, RawDeviceBuffer};
 //! use pyo3::prelude::*;
 //!
@@ -33,15 +33,30 @@
 //! property returning a [`CudaArray`] (or [`HostArray`]) view that keeps the object alive.
 //! The names are checked against the derive's at compile time.
 //!
-//! The dict is built afresh on every access (the pointer and the stream may change) and
+//! The dict is read from the container on every access (the pointer and the stream may
+//! change; an unchanged array's dict is copied from a cache) and
 //! carries `shape`, `typestr`, `data`, `version`, `strides` (`None` when C-contiguous),
 //! `descr` for records, `mask` when present and `stream` from version 3.
 //!
-//! # Accepting device arrays
+//! The named-array views are instances of the `cai` package's `cai.CudaArray` and
+//! `cai.HostArray` when that package can be imported (it need not be: without it, this
+//! module's own classes are used), so `isinstance` checks hold across every module built
+//! on cai-py.
+//!
+//! # Accepting arrays
 //!
 //! [`PyCudaArray`] (and its aliases [`PyCudaArrayRo`], [`PyCudaArrayRw`]) is a
-//! `#[pyfunction]` argument that accepts any CUDA Array Interface producer, checked for
-//! element type, dimensionality and writability.
+//! `#[pyfunction]` argument that accepts any CUDA Array Interface or DLPack CUDA producer,
+//! checked for element type, dimensionality and writability. [`PyHostArray`]
+//! ([`PyHostArrayRo`], [`PyHostArrayRw`]) does the same for host memory (NumPy arrays,
+//! `__array_interface__` producers, DLPack CPU producers), with safe slices and, behind the
+//! `ndarray` feature, `ndarray` views.
+//!
+//! # Features
+//!
+//! - `driver`: stream ordering and pointer checks through the CUDA driver (cudarc, loaded
+//!   at run time), and cudarc views of device arguments.
+//! - `ndarray`: `as_array()` / `as_array_mut()` on host array arguments.
 //!
 //! # Errors
 //!
