@@ -62,6 +62,10 @@ PRELUDE = textwrap.dedent(
             out[name] = outcome(call)
         d = make()
         out["as_array"] = outcome(lambda: cai.as_array(P(host=True)))
+        d = make()
+        host = outcome(lambda: tuple(fx.host_shape_f32(P(host=True))))
+        if host != out["as_array"]:  # the host extractor reads as as_array does
+            out["host_extractor"] = host
         return out
     """
 )
@@ -403,3 +407,47 @@ def test_overlap_is_a_property_of_one_call_not_of_the_process():
         """
     )
     assert out == {"A": "ok", "B": "ok", "inner": "ok", "outer": "ok", "same call": "BufferError"}
+
+
+@pytest.mark.parametrize("where", ["__dlpack_device__", "__dlpack__"])
+def test_dlpack_producers_that_raise_or_lie_reach_the_extractors_cleanly(where):
+    out = results(
+        f"""
+        import numpy as np
+        backing = np.arange(6, dtype=np.float32)
+
+        class Lying:
+            def __init__(self, exc): self.exc = exc
+            def __dlpack_device__(self):
+                if "{where}" == "__dlpack_device__": raise self.exc
+                return (1, 0)
+            def __dlpack__(self, **kw):
+                if "{where}" == "__dlpack__": raise self.exc
+                return backing.__dlpack__(**kw)
+
+        out = {{}}
+        for exc in (ValueError("no"), KeyboardInterrupt()):
+            for name, call in [("host", lambda: fx.host_shape_f32(Lying(exc))), ("device", lambda: fx.describe_f32(Lying(exc)))]:
+                try:
+                    call()
+                    out[name + type(exc).__name__] = "ok"
+                except BaseException as e:
+                    out[name + type(exc).__name__] = type(e).__name__
+        # a producer that returns something other than a capsule
+        class NotACapsule:
+            def __dlpack_device__(self): return (1, 0)
+            def __dlpack__(self, **kw): return object()
+        try:
+            fx.host_shape_f32(NotACapsule())
+        except TypeError as e:
+            out["not a capsule"] = "TypeError" if "expected a PyCapsule" in str(e) else str(e)
+        print(out)
+        """
+    )
+    # The device extractor never asks a host producer for its tensor: it refuses it by its device.
+    assert out["hostValueError"] == "ValueError" and out["hostKeyboardInterrupt"] == "KeyboardInterrupt"
+    if where == "__dlpack__":
+        assert out["deviceValueError"] == "TypeError" and out["deviceKeyboardInterrupt"] == "TypeError", out
+    else:
+        assert out["deviceValueError"] == "ValueError" and out["deviceKeyboardInterrupt"] == "KeyboardInterrupt"
+    assert out["not a capsule"] == "TypeError"

@@ -675,6 +675,12 @@ fn host_describe(x: PyHostArrayRo<'_, f32, Ix2>) -> (usize, [usize; 2], Vec<isiz
     (x.address(), x.dims(), x.strides().to_vec(), x.readonly(), x.len())
 }
 
+/// The shape of a host array of f32 of any dimensions (its memory is not read).
+#[pyfunction]
+fn host_shape_f32(x: PyHostArrayRo<'_, f32>) -> Vec<usize> {
+    x.shape().to_vec()
+}
+
 /// Multiplies a C-contiguous host array of f32 by `factor` in place, through `as_slice_mut`.
 #[pyfunction]
 fn host_scale(mut x: PyHostArrayRw<'_, f32, Ix2>, factor: f32) -> PyResult<()> {
@@ -756,6 +762,7 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(takes_array, m)?)?;
     m.add_function(wrap_pyfunction!(host_sum, m)?)?;
     m.add_function(wrap_pyfunction!(host_describe, m)?)?;
+    m.add_function(wrap_pyfunction!(host_shape_f32, m)?)?;
     m.add_function(wrap_pyfunction!(host_scale, m)?)?;
     m.add_function(wrap_pyfunction!(host_add_into, m)?)?;
     m.add_function(wrap_pyfunction!(host_bools, m)?)?;
