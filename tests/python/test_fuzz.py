@@ -87,12 +87,15 @@ CHILD = textwrap.dedent(
             ("validate", lambda: cai.validate(P(make))),
             ("as_array", lambda: cai.as_array(P(make, host=True))),
             ("extractor", lambda: fx.describe_f32(P(make))),
+            ("host extractor", lambda: fx.host_shape_f32(P(make, host=True))),
         ]
         for name, call in calls:
             try:
                 r = call()
                 if name == "validate":
                     assert isinstance(r, list) and all(isinstance(m, str) for m in r)
+                elif name.endswith("extractor"):
+                    assert isinstance(r, (tuple, list)), r
                 else:
                     r.shape, r.strides, r.nbytes, r.is_c_contiguous, r.__cuda_array_interface__ if name != "as_array" else r.__array_interface__
             except KeyboardInterrupt:
