@@ -126,6 +126,10 @@ def cpu_cases():
     case("extractor", "#[pyfunction] f(x: PyCudaArrayRo<f32, Ix2>)", lambda: fx.takes_array(stored),
          "the same taking a plain object", lambda: fx.takes_object(stored),
          "overhead <= 200 ns", lambda a, b: a - b <= 200)
+    case("extractor", "#[pyfunction] f(x: PyHostArrayRo<f32, Ix2>), x an ndarray", lambda: fx.takes_host_array(arr),
+         "the same taking a plain object", lambda: fx.takes_object(arr))
+    case("extractor", "#[pyfunction] f(x: PyHostArrayRo<f32, Ix2>), x an ndarray", lambda: fx.takes_host_array(arr),
+         "reading ndarray.__array_interface__ alone", lambda: arr.__array_interface__)
 
 
 def gpu_cases():

@@ -215,22 +215,16 @@ pub fn typestr(dtype: DLDataType) -> Result<TypeStr, String> {
         return Err(format!("{dtype} has {} lanes; only scalar types (1 lane) have a typestr", dtype.lanes));
     }
     let kind = match (dtype.code, dtype.bits) {
-        (type_code::BOOL, 8) => "b",
-        (type_code::INT, 8 | 16 | 32 | 64) => "i",
-        (type_code::UINT, 8 | 16 | 32 | 64) => "u",
-        (type_code::FLOAT, 16 | 32 | 64) => "f",
-        (type_code::COMPLEX, 64 | 128) => "c",
-        (type_code::BFLOAT, 16) => "V",
+        (type_code::BOOL, 8) => Kind::Bool,
+        (type_code::INT, 8 | 16 | 32 | 64) => Kind::Int,
+        (type_code::UINT, 8 | 16 | 32 | 64) => Kind::UInt,
+        (type_code::FLOAT, 16 | 32 | 64) => Kind::Float,
+        (type_code::COMPLEX, 64 | 128) => Kind::Complex,
+        (type_code::BFLOAT, 16) => Kind::Void,
         _ => return Err(format!("{dtype} has no typestr")),
     };
-    let order = if dtype.bits == 8 {
-        '|'
-    } else if cfg!(target_endian = "little") {
-        '<'
-    } else {
-        '>'
-    };
-    TypeStr::parse(&format!("{order}{kind}{}", dtype.bits / 8)).map_err(|e| e.to_string())
+    let order = if dtype.bits == 8 { ByteOrder::NotApplicable } else { ByteOrder::NATIVE };
+    TypeStr::try_new(order, kind, usize::from(dtype.bits / 8)).ok_or_else(|| format!("{dtype} has no typestr"))
 }
 
 /// Writes the strides of `descriptor` in elements into `out` (one per dimension), as

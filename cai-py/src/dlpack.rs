@@ -19,7 +19,8 @@ use cai_core::dlpack::{self, device_type, flags, DLDevice, DLManagedTensor, DLMa
 use cai_core::{Descriptor, Extent, Stream};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyInt, PyTuple};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyDict, PyInt, PyTuple, PyType};
 use pyo3::{ffi, intern};
 
 use crate::error::{received, Problem};
@@ -539,6 +540,46 @@ fn import_from(
     let owner = take(&capsule)?;
     let parsed = read_tensor(&owner, memory, stream)?;
     Ok(Ok(Imported { parsed, owner: owner.into_any().unbind(), memory }))
+}
+
+/// Whether `obj` is exactly a NumPy array (not a subclass): the type is recognized by name
+/// the first time and by identity after, without importing NumPy.
+pub(crate) fn is_numpy_array(obj: &Bound<'_, PyAny>) -> bool {
+    static NDARRAY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    let py = obj.py();
+    let ty = obj.get_type();
+    if let Some(known) = NDARRAY.get(py) {
+        return ty.is(known.bind(py));
+    }
+    let found = ty.fully_qualified_name().is_ok_and(|n| n.to_str().is_ok_and(|n| n == "numpy.ndarray"));
+    if found {
+        let _ = NDARRAY.set(py, ty.unbind());
+    }
+    found
+}
+
+/// Reads a NumPy array through its `__dlpack__` (a versioned capsule, which carries
+/// read-only), much cheaper than NumPy's `__array_interface__`, which builds a dict of
+/// Python objects on every read. `None` when NumPy refuses the export (byte orders, record
+/// and other dtypes DLPack has no code for, older NumPy that refuses a read-only array):
+/// the caller then reads the interface. Exceptions that must propagate do.
+pub(crate) fn import_numpy(obj: &Bound<'_, PyAny>) -> PyResult<Option<Imported>> {
+    static KWARGS: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
+    let py = obj.py();
+    let kwargs = KWARGS.get_or_try_init(py, || -> PyResult<_> {
+        let d = PyDict::new(py);
+        d.set_item(intern!(py, "max_version"), (1u32, 0u32))?;
+        Ok(d.unbind())
+    })?;
+    // NumPy's own method on an exact ndarray: it reads the arguments and leaves them alone.
+    let capsule = match obj.call_method(intern!(py, "__dlpack__"), (), Some(kwargs.bind(py))) {
+        Ok(c) => c,
+        Err(e) if crate::parse::must_propagate(py, &e) => return Err(e),
+        Err(_) => return Ok(None),
+    };
+    let owner = take(&capsule)?;
+    let parsed = read_tensor(&owner, Memory::Host, None)?;
+    Ok(Some(Imported { parsed, owner: owner.into_any().unbind(), memory: Memory::Host }))
 }
 
 /// Takes the tensor out of a capsule (renaming it `used_...`), into a [`DLPackTensor`].

@@ -261,3 +261,37 @@ def test_a_stable_vec_keeps_what_views_read_when_rust_grows_it():
     b = np.asarray(g)
     assert b.shape == (50_003,) and b[:3].tolist() == [1.0, 2.0, 3.0] and b[-1] == 7.0
     del junk
+
+
+class Sub(np.ndarray):
+    """An ndarray subclass: read through __array_interface__, not NumPy's DLPack fast path."""
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: np.arange(12, dtype=np.float32).reshape(3, 4),
+        lambda: np.arange(12, dtype=np.float32).reshape(3, 4)[::-1, 1::2],
+        lambda: np.arange(12, dtype=np.float32).reshape(4, 3).T,
+        lambda: np.zeros((0, 4), dtype=np.float32),
+        lambda: np.broadcast_to(np.arange(4, dtype=np.float32), (3, 4)),
+        lambda: np.zeros((3, 4), dtype=">f4"),
+        lambda: np.zeros((3, 4), dtype=np.float64),
+        lambda: np.zeros(4, dtype=np.float32),
+        lambda: np.zeros(9 * 4 + 1, dtype=np.uint8)[1:].view(np.float32).reshape(3, 3),
+    ],
+    ids=["c", "sliced", "transposed", "empty", "broadcast-read-only", "big-endian", "f64", "1-d", "unaligned"],
+)
+def test_numpy_arrays_read_fast_agree_with_the_interface(make):
+    def outcome(x):
+        try:
+            return fx.host_describe(x)
+        except (TypeError, ValueError, BufferError) as e:
+            return type(e).__name__, str(e).split(" (a ")[0]
+
+    x = make()
+    assert type(x) is np.ndarray
+    fast, interface = outcome(x), outcome(x.view(Sub))
+    if x.size == 0:  # an empty array's strides mean nothing: NumPy exports zeros through DLPack
+        fast, interface = fast[:2] + fast[3:], interface[:2] + interface[3:]
+    assert fast == interface

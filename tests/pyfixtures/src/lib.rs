@@ -657,6 +657,12 @@ fn takes_array(x: PyCudaArrayRo<'_, f32, Ix2>) -> bool {
     !x.is_empty()
 }
 
+/// A `#[pyfunction]` taking a 2-d f32 host array, for the host extractor's benchmark.
+#[pyfunction]
+fn takes_host_array(x: PyHostArrayRo<'_, f32, Ix2>) -> bool {
+    !x.is_empty()
+}
+
 /// The same function taking a plain object, for the extractor's overhead benchmark.
 #[pyfunction]
 fn takes_object(x: &Bound<'_, PyAny>) -> bool {
@@ -760,6 +766,7 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fill_host_backed, m)?)?;
     m.add_function(wrap_pyfunction!(takes_object, m)?)?;
     m.add_function(wrap_pyfunction!(takes_array, m)?)?;
+    m.add_function(wrap_pyfunction!(takes_host_array, m)?)?;
     m.add_function(wrap_pyfunction!(host_sum, m)?)?;
     m.add_function(wrap_pyfunction!(host_describe, m)?)?;
     m.add_function(wrap_pyfunction!(host_shape_f32, m)?)?;
