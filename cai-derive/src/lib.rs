@@ -85,7 +85,8 @@ pub fn derive_element(input: TokenStream) -> TokenStream {
 fn interface(input: DeriveInput, flavor: Flavor) -> proc_macro2::TokenStream {
     let cx = Ctxt::new();
     let parsed = Input::from_ast(&cx, &input, Which::Interface, flavor.derive_name());
-    let model = parsed.as_ref().map(|p| check::model(&cx, p, flavor));
+    // One error per mistake: the rules run on attributes that parsed.
+    let model = parsed.as_ref().filter(|_| !cx.has_errors()).map(|p| check::model(&cx, p, flavor));
     match (cx.check(), &parsed, &model) {
         (Ok(()), Some(p), Some(m)) => expand::interface(p, m, flavor),
         (Err(errors), _, _) => fallback::interface(parsed.as_ref(), flavor, errors),
@@ -96,7 +97,7 @@ fn interface(input: DeriveInput, flavor: Flavor) -> proc_macro2::TokenStream {
 fn element(input: DeriveInput) -> proc_macro2::TokenStream {
     let cx = Ctxt::new();
     let parsed = Input::from_ast(&cx, &input, Which::Element, "Element");
-    if let Some(p) = &parsed {
+    if let Some(p) = parsed.as_ref().filter(|_| !cx.has_errors()) {
         check::check_record(&cx, p);
     }
     match (cx.check(), &parsed) {
