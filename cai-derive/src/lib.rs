@@ -57,7 +57,7 @@ use crate::ctxt::Ctxt;
 /// compile time against the derive's `NAMES`), `crate = "path"` (where cai-py is).
 #[proc_macro_attribute]
 pub fn export(args: TokenStream, item: TokenStream) -> TokenStream {
-    pyexport::expand(args.into(), item.into()).unwrap_or_else(syn::Error::into_compile_error).into()
+    pyexport::expand(args.into(), item.into()).into()
 }
 
 #[proc_macro_derive(CudaArrayInterface, attributes(cai))]
@@ -165,6 +165,13 @@ mod snapshots {
     fn record_element() {
         let input = parse("#[repr(C)] struct Particle { id: u8, position: [f32; 3], mass: f64 }");
         snapshot("record", super::element(input));
+    }
+
+    #[test]
+    fn export_with_options_and_named_arrays() {
+        let args = "cuda, options = export, arrays(xyz, rgb)".parse().unwrap();
+        let item = "#[pymethods] impl Cloud { fn count(&self) -> usize { 0 } }".parse().unwrap();
+        snapshot("export_cloud", super::pyexport::expand(args, item));
     }
 
     #[test]
