@@ -1,5 +1,5 @@
-//! What a derive emits when the input has errors: the errors, and for the interface
-//! derives stub impls of both traits (and the array names `#[cai_py::export]` reads), so
+//! What a derive emits when the input has errors: the errors, and stub impls (for the
+//! interface derives, of both traits and the array names `#[cai_py::export]` reads), so
 //! the user sees the errors in the struct rather than a cascade of "trait not implemented"
 //! wherever the struct is used.
 
@@ -59,5 +59,24 @@ pub(crate) fn interface(input: Option<&Input<'_>>, flavor: Flavor, errors: syn::
         };
 
         #array_names
+    }
+}
+
+/// `#[derive(Element)]` with errors: a stub `Element` (a record of opaque bytes), so that
+/// arrays of the record do not fail too. Never run: the errors stop the build.
+pub(crate) fn element(input: Option<&Input<'_>>, errors: syn::Error) -> TokenStream {
+    let errors = errors.into_compile_error();
+    let Some(input) = input else { return errors };
+    let krate = krate(input);
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    let ident = input.ident;
+    quote! {
+        #errors
+        const _: () = {
+            #[automatically_derived]
+            unsafe impl #impl_generics #krate::Element for #ident #ty_generics #where_clause {
+                const TYPESTR: #krate::TypeStr = #krate::TypeStr::void(::core::mem::size_of::<Self>());
+            }
+        };
     }
 }

@@ -204,7 +204,7 @@ fn element(input: DeriveInput) -> proc_macro2::TokenStream {
     }
     match (cx.check(), &parsed) {
         (Ok(()), Some(p)) => expand::element(p),
-        (Err(errors), _) => errors.into_compile_error(),
+        (Err(errors), _) => fallback::element(parsed.as_ref(), errors),
         _ => unreachable!("a struct that failed to parse reported an error"),
     }
 }
