@@ -16,6 +16,12 @@ use crate::stream::Stream;
 /// (any address, 0 included, when `len()` is 0). When
 /// [`readonly`](DeviceBuffer::readonly) is false, writes through it by a consumer must not
 /// break Rust's aliasing rules for the owner (the buffer is not shared immutably).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a device buffer: a `#[cai(data)]` field of `#[derive(CudaArrayInterface)]` is a `RawDeviceBuffer<T>` or cudarc's `CudaSlice<T>`, `CudaView<T>`, `CudaViewMut<T>` (feature `cuda`)",
+    label = "not a `DeviceBuffer`",
+    note = "the element type `T` must implement `Element` (`f32`, `u8`, ..., or a `#[derive(Element)]` record)",
+    note = "host memory (`Vec<T>`, `Box<[T]>`, arrays, slices) goes in a struct with `#[derive(ArrayInterface)]`"
+)]
 pub unsafe trait DeviceBuffer {
     /// The element type.
     type Elem: Element;
@@ -61,6 +67,12 @@ pub unsafe trait DeviceBuffer {
 /// is 0), and when [`readonly`](HostBuffer::readonly) is false, the buffer must be
 /// uniquely owned or mutably borrowed, so that writes by a consumer are not writes
 /// through a shared reference.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a host buffer: a `#[cai(data)]` field of `#[derive(ArrayInterface)]` is a `Vec<T>`, `StableVec<T>`, `Box<[T]>`, `[T; N]`, `&[T]` or `&mut [T]`",
+    label = "not a `HostBuffer`",
+    note = "the element type `T` must implement `Element` (`f32`, `u8`, ..., or a `#[derive(Element)]` record)",
+    note = "device memory (`RawDeviceBuffer<T>`, cudarc's `CudaSlice<T>`) goes in a struct with `#[derive(CudaArrayInterface)]`"
+)]
 pub unsafe trait HostBuffer {
     /// The element type.
     type Elem: Element;
@@ -174,6 +186,10 @@ impl<T: Element> RawDeviceBuffer<T> {
     }
 }
 
+// Not recommended in errors: the trait's message lists the device buffers, so an error
+// does not point into this file.
+#[allow(unknown_or_malformed_diagnostic_attributes)] // do_not_recommend: Rust 1.85
+#[diagnostic::do_not_recommend]
 // SAFETY: the constructor's contract is this trait's contract.
 unsafe impl<T: Element> DeviceBuffer for RawDeviceBuffer<T> {
     type Elem = T;
@@ -193,6 +209,11 @@ unsafe impl<T: Element> DeviceBuffer for RawDeviceBuffer<T> {
 
 /// A value that gives a shape: `[usize; N]`, `Vec<usize>`, `[usize]`, a tuple of up to
 /// six `usize`, or a single `usize` (1-d). Implement it for your own shape types.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a shape: shapes are `usize`, e.g. `[usize; N]` or `Vec<usize>`",
+    label = "not a shape: use `usize` dimensions",
+    note = "a `#[cai(shape)]` field is a `[usize; N]`, `Vec<usize>`, `[usize]`, a tuple of up to six `usize`, a single `usize` (1-d), or a type of yours that implements `AsShape`"
+)]
 pub trait AsShape {
     /// The size of each dimension.
     fn as_shape(&self) -> Vec<usize>;
@@ -200,6 +221,11 @@ pub trait AsShape {
 
 /// A value that gives strides in bytes: `[isize; N]`, `Vec<isize>`, `[isize]`, or a tuple
 /// of up to six `isize`. Implement it for your own types.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a list of strides: strides are `isize` byte counts, e.g. `[isize; N]` or `Vec<isize>`",
+    label = "not strides: use `isize` byte counts",
+    note = "a `#[cai(strides)]` field is a `[isize; N]`, `Vec<isize>`, `[isize]`, a tuple of up to six `isize`, or a type of yours that implements `AsStrides`"
+)]
 pub trait AsStrides {
     /// The stride of each dimension, in bytes.
     fn as_strides(&self) -> Vec<isize>;
@@ -208,23 +234,34 @@ pub trait AsStrides {
 /// A value that names the stream a buffer's work is ordered on: a [`Stream`], a raw
 /// handle as `usize` (1 and 2 are the default streams; 0 is an error), an `Option` of
 /// either, or (feature `cuda`) a cudarc `CudaStream` or `Arc<CudaStream>`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a stream: a `#[cai(stream)]` field is a `cai_core::Stream`, a raw handle as `usize`, an `Option` of either, or cudarc's `Arc<CudaStream>` (feature `cuda`)",
+    label = "not a stream",
+    note = "implement `AsStream` for a stream type of your own"
+)]
 pub trait AsStream {
     /// The stream.
     fn as_stream(&self) -> Result<Stream>;
 }
 
+#[allow(unknown_or_malformed_diagnostic_attributes)] // do_not_recommend: Rust 1.85
+#[diagnostic::do_not_recommend]
 impl<S: AsShape + ?Sized> AsShape for &S {
     fn as_shape(&self) -> Vec<usize> {
         (**self).as_shape()
     }
 }
 
+#[allow(unknown_or_malformed_diagnostic_attributes)] // do_not_recommend: Rust 1.85
+#[diagnostic::do_not_recommend]
 impl<S: AsStrides + ?Sized> AsStrides for &S {
     fn as_strides(&self) -> Vec<isize> {
         (**self).as_strides()
     }
 }
 
+#[allow(unknown_or_malformed_diagnostic_attributes)] // do_not_recommend: Rust 1.85
+#[diagnostic::do_not_recommend]
 impl<S: AsStream + ?Sized> AsStream for &S {
     fn as_stream(&self) -> Result<Stream> {
         (**self).as_stream()
@@ -233,16 +270,22 @@ impl<S: AsStream + ?Sized> AsStream for &S {
 
 macro_rules! sequences {
     ($trait:ident, $method:ident, $int:ty) => {
+        #[allow(unknown_or_malformed_diagnostic_attributes)]
+        #[diagnostic::do_not_recommend]
         impl $trait for [$int] {
             fn $method(&self) -> Vec<$int> {
                 self.to_vec()
             }
         }
+        #[allow(unknown_or_malformed_diagnostic_attributes)]
+        #[diagnostic::do_not_recommend]
         impl<const N: usize> $trait for [$int; N] {
             fn $method(&self) -> Vec<$int> {
                 self.to_vec()
             }
         }
+        #[allow(unknown_or_malformed_diagnostic_attributes)]
+        #[diagnostic::do_not_recommend]
         impl $trait for Vec<$int> {
             fn $method(&self) -> Vec<$int> {
                 self.clone()
@@ -251,6 +294,8 @@ macro_rules! sequences {
         sequences!(@tuples $trait, $method, $int; (a) (a b) (a b c) (a b c d) (a b c d e) (a b c d e f));
     };
     (@tuples $trait:ident, $method:ident, $int:ty; $(($($x:ident)+))+) => {$(
+        #[allow(unknown_or_malformed_diagnostic_attributes)]
+        #[diagnostic::do_not_recommend]
         impl $trait for ($(sequences!(@ty $x $int),)+) {
             fn $method(&self) -> Vec<$int> {
                 #[allow(non_snake_case)]
@@ -265,24 +310,32 @@ macro_rules! sequences {
 sequences!(AsShape, as_shape, usize);
 sequences!(AsStrides, as_strides, isize);
 
+#[allow(unknown_or_malformed_diagnostic_attributes)] // do_not_recommend: Rust 1.85
+#[diagnostic::do_not_recommend]
 impl AsShape for usize {
     fn as_shape(&self) -> Vec<usize> {
         vec![*self]
     }
 }
 
+#[allow(unknown_or_malformed_diagnostic_attributes)] // do_not_recommend: Rust 1.85
+#[diagnostic::do_not_recommend]
 impl AsStream for Stream {
     fn as_stream(&self) -> Result<Stream> {
         Ok(*self)
     }
 }
 
+#[allow(unknown_or_malformed_diagnostic_attributes)] // do_not_recommend: Rust 1.85
+#[diagnostic::do_not_recommend]
 impl AsStream for usize {
     fn as_stream(&self) -> Result<Stream> {
         Stream::from_raw(Some(*self))
     }
 }
 
+#[allow(unknown_or_malformed_diagnostic_attributes)] // do_not_recommend: Rust 1.85
+#[diagnostic::do_not_recommend]
 impl<S: AsStream> AsStream for Option<S> {
     fn as_stream(&self) -> Result<Stream> {
         self.as_ref().map_or(Ok(Stream::None), S::as_stream)

@@ -42,12 +42,16 @@ fn located(stream: &CudaStream) -> Result<Located<usize>> {
     Ok(Located { stream: stream_of(stream)?, context: stream.context().cu_ctx() as usize })
 }
 
+#[allow(unknown_or_malformed_diagnostic_attributes)] // do_not_recommend: Rust 1.85
+#[diagnostic::do_not_recommend]
 impl AsStream for CudaStream {
     fn as_stream(&self) -> Result<Stream> {
         stream_of(self)
     }
 }
 
+#[allow(unknown_or_malformed_diagnostic_attributes)] // do_not_recommend: Rust 1.85
+#[diagnostic::do_not_recommend]
 impl AsStream for Arc<CudaStream> {
     fn as_stream(&self) -> Result<Stream> {
         stream_of(self)
@@ -56,6 +60,8 @@ impl AsStream for Arc<CudaStream> {
 
 macro_rules! cudarc_buffer {
     ($ty:ty, readonly = $readonly:expr) => {
+        #[allow(unknown_or_malformed_diagnostic_attributes)] // do_not_recommend: Rust 1.85
+        #[diagnostic::do_not_recommend]
         // SAFETY: cudarc's slices and views address `len()` initialized elements of `T` on
         // the device for as long as they are borrowed; a `CudaView` is a shared borrow
         // and is exported read-only.
@@ -676,6 +682,8 @@ impl TrackedStream {
     }
 }
 
+#[allow(unknown_or_malformed_diagnostic_attributes)] // do_not_recommend: Rust 1.85
+#[diagnostic::do_not_recommend]
 impl AsStream for TrackedStream {
     fn as_stream(&self) -> Result<Stream> {
         let target = stream_of(&self.export)?;

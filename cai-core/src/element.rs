@@ -20,7 +20,14 @@ use crate::typestr::{Kind, TypeStr};
 /// which must be 0 or 1) may be an `Element`; reading foreign data as such a type is
 /// only sound when the producer upholds the same rule, as NumPy and every GPU peer do.
 ///
-/// `#[derive(Element)]` (feature `derive`) writes a correct impl for `#[repr(C)]` records.
+/// `#[derive(Element)]` writes a correct impl for `#[repr(C)]` records. It comes with
+/// cai-core's `derive` feature: `cai-core = { version = "0.1", features = ["derive"] }`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an element type: add `#[derive(Clone, Copy, Element)]` and `#[repr(C)]` to a record struct, or use a primitive",
+    label = "not an `Element`",
+    note = "elements are `bool`, `i8` to `i64`, `u8` to `u64`, `f32`, `f64`, `half::f16` and `half::bf16` (feature `half`), `num_complex::Complex<f32>` and `Complex<f64>` (feature `num-complex`), and `#[derive(Element)]` records",
+    note = "the derives come with cai-core's `derive` feature: `cai-core = {{ version = \"0.1\", features = [\"derive\"] }}`"
+)]
 pub unsafe trait Element: Copy + Send + Sync + 'static {
     /// The type string of one element.
     const TYPESTR: TypeStr;

@@ -9,11 +9,18 @@ use crate::error::Result;
 /// A container of device memory that can describe itself through the CUDA Array
 /// Interface (`__cuda_array_interface__`).
 ///
-/// `#[derive(CudaArrayInterface)]` (feature `derive`) implements it for structs that hold
-/// device buffers; the Python layer turns the descriptor into the interface dict.
+/// `#[derive(CudaArrayInterface)]` implements it for structs that hold device buffers;
+/// the Python layer turns the descriptor into the interface dict. The derive comes with
+/// cai-core's `derive` feature: `cai-core = { version = "0.1", features = ["derive"] }`.
 ///
 /// The descriptor is read afresh on every access: the pointer may change after a
 /// reallocation and the stream after new work, so implementations must not cache it.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` does not implement `CudaArrayInterface`: add `#[derive(CudaArrayInterface)]` to a struct of device buffers",
+    label = "not a device array: needs `CudaArrayInterface`",
+    note = "a struct of host memory (`Vec<T>`, `Box<[T]>`, arrays, slices) derives `ArrayInterface` instead, and `#[cai_py::export(host)]` exports it",
+    note = "the derives come with cai-core's `derive` feature: `cai-core = {{ version = \"0.1\", features = [\"derive\"] }}`"
+)]
 pub trait CudaArrayInterface {
     /// Describes the array as it is now.
     fn cuda_array_interface(&self) -> Result<Descriptor>;
@@ -24,6 +31,16 @@ pub trait CudaArrayInterface {
 ///
 /// It lets every exchange be tested against NumPy on machines without a GPU, and lets a
 /// host container reach NumPy without a copy.
+///
+/// `#[derive(ArrayInterface)]` implements it for structs that hold host buffers. The
+/// derive comes with cai-core's `derive` feature: `cai-core = { version = "0.1", features =
+/// ["derive"] }`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` does not implement `ArrayInterface`: add `#[derive(ArrayInterface)]` to a struct of host memory",
+    label = "not a host array: needs `ArrayInterface`",
+    note = "a struct of device buffers derives `CudaArrayInterface` instead, and `#[cai_py::export]` (without `host`) exports it",
+    note = "the derives come with cai-core's `derive` feature: `cai-core = {{ version = \"0.1\", features = [\"derive\"] }}`"
+)]
 pub trait ArrayInterface {
     /// Describes the array as it is now. Its `stream` must be [`Stream::None`](crate::Stream::None).
     fn array_interface(&self) -> Result<Descriptor>;
@@ -35,6 +52,12 @@ pub trait ArrayInterface {
 /// `#[derive(CudaArrayInterface)]` implements it for every struct, with the arrays named
 /// by `#[cai(array)]` and `#[cai(..., array = "name")]` (an empty list when there are
 /// none). The Python layer gives each name a property of its own.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has no named device arrays: add `#[derive(CudaArrayInterface)]`, which implements `NamedCudaArrays`",
+    label = "needs `NamedCudaArrays`",
+    note = "the derive names the arrays marked `#[cai(array)]` or `#[cai(..., array = \"name\")]`",
+    note = "the named arrays of a `#[derive(ArrayInterface)]` struct (host memory) are exported with `#[cai_py::export(host_arrays(...))]`, not `arrays(...)`"
+)]
 pub trait NamedCudaArrays {
     /// The names, in declaration order.
     const NAMES: &'static [&'static str];
@@ -49,6 +72,14 @@ pub trait NamedCudaArrays {
 }
 
 /// The host twin of [`NamedCudaArrays`], for NumPy's `__array_interface__`.
+///
+/// `#[derive(ArrayInterface)]` implements it for every struct.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has no named host arrays: add `#[derive(ArrayInterface)]`, which implements `NamedArrays`",
+    label = "needs `NamedArrays`",
+    note = "the derive names the arrays marked `#[cai(array)]` or `#[cai(..., array = \"name\")]`",
+    note = "the named arrays of a `#[derive(CudaArrayInterface)]` struct (device memory) are exported with `#[cai_py::export(arrays(...))]`, not `host_arrays(...)`"
+)]
 pub trait NamedArrays {
     /// The names, in declaration order.
     const NAMES: &'static [&'static str];
@@ -62,14 +93,20 @@ pub trait NamedArrays {
     }
 }
 
+// The pointer impls are left out of "the following other types implement" lists: an error
+// is about the pointee, whose own message says what to derive.
 macro_rules! forward {
     ($($ptr:ty),*) => {$(
+        #[allow(unknown_or_malformed_diagnostic_attributes)] // do_not_recommend: Rust 1.85
+        #[diagnostic::do_not_recommend]
         impl<T: CudaArrayInterface + ?Sized> CudaArrayInterface for $ptr {
             fn cuda_array_interface(&self) -> Result<Descriptor> {
                 (**self).cuda_array_interface()
             }
         }
 
+        #[allow(unknown_or_malformed_diagnostic_attributes)]
+        #[diagnostic::do_not_recommend]
         impl<T: ArrayInterface + ?Sized> ArrayInterface for $ptr {
             fn array_interface(&self) -> Result<Descriptor> {
                 (**self).array_interface()

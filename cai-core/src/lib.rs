@@ -63,8 +63,8 @@
 //! # }
 //! ```
 //!
-//! See the macros' documentation in cai-derive for the whole attribute grammar, and
-//! `examples/` for a multi-array struct and a record element.
+//! Each derive macro's page here has its whole attribute grammar and an example; the
+//! repository's `examples/` has a multi-array struct and a record element.
 //!
 //! # Features
 //!
@@ -72,7 +72,8 @@
 //!   PyTorch exports it).
 //! - `num-complex` (default): [`Element`] for `num_complex::Complex<f32>` (`<c8`) and
 //!   `Complex<f64>` (`<c16`).
-//! - `derive`: the derive macros.
+//! - `derive`: the derive macros, `cai-core = { version = "0.1", features = ["derive"] }`.
+//!   Without it, `#[derive(CudaArrayInterface)]` is "cannot find derive macro".
 //! - `cuda`: [`DeviceBuffer`] for cudarc 0.19's `CudaSlice`, `CudaView` and `CudaViewMut`,
 //!   and [`AsStream`] for its streams. cudarc is loaded dynamically and no CUDA version is
 //!   chosen here: the application depends on cudarc itself with the version feature it
@@ -106,8 +107,101 @@ pub use element::Element;
 pub use error::{DriverError, Error, ErrorKind, PyTuple, Result};
 pub use interface::{ArrayInterface, CudaArrayInterface, NamedArrays, NamedCudaArrays};
 
+/// Derives [`CudaArrayInterface`](trait@CudaArrayInterface) and [`NamedCudaArrays`] for a
+/// struct of device buffers (feature `derive`).
+///
+/// ```
+/// use cai_core::{CudaArrayInterface, NamedCudaArrays, RawDeviceBuffer, Stream};
+///
+/// #[derive(CudaArrayInterface)]
+/// #[cai(readonly)]
+/// struct Frame {
+///     #[cai(data)]
+///     pixels: RawDeviceBuffer<f32>, // or cudarc's CudaSlice<f32> (feature `cuda`)
+///     #[cai(shape)]
+///     shape: [usize; 2],
+///     #[cai(stream)]
+///     stream: Stream,
+///     #[cai(data, array = "depth")]
+///     depth: RawDeviceBuffer<u16>,
+/// }
+///
+/// // SAFETY: the addresses are only described here, never read; real ones come from
+/// // cudarc or from the library that made the allocation.
+/// let (pixels, depth) =
+///     unsafe { (RawDeviceBuffer::new(0x7f00_0000_0000, 6), RawDeviceBuffer::new(0x7f00_1000_0000, 6)) };
+/// let frame = Frame { pixels, shape: [2, 3], stream: Stream::PerThreadDefault, depth };
+///
+/// let d = frame.cuda_array_interface()?;
+/// assert_eq!(d.shape, [2, 3]);
+/// assert_eq!((d.readonly, d.stream), (true, Stream::PerThreadDefault));
+/// assert_eq!(Frame::NAMES, ["depth"]);
+/// assert_eq!(frame.cuda_array("depth").unwrap()?.shape, [6]);
+/// # Ok::<(), cai_core::Error>(())
+/// ```
 #[cfg(feature = "derive")]
-pub use cai_derive::{ArrayInterface, CudaArrayInterface, Element};
+#[doc(inline)]
+pub use cai_derive::CudaArrayInterface;
+
+/// Derives [`ArrayInterface`](trait@ArrayInterface) and [`NamedArrays`] for a struct of
+/// host memory (feature `derive`).
+///
+/// ```
+/// use cai_core::{ArrayInterface, NamedArrays};
+///
+/// // An image whose shape is computed from two fields, with its histogram as a named array.
+/// #[derive(ArrayInterface)]
+/// #[cai(shape = [self.height, self.width])]
+/// struct Image {
+///     #[cai(data)]
+///     pixels: Vec<u8>,
+///     height: usize,
+///     width: usize,
+///     #[cai(data, array = "histogram")]
+///     histogram: Box<[u32]>,
+/// }
+///
+/// let image = Image { pixels: vec![0; 6], height: 2, width: 3, histogram: vec![0; 256].into() };
+/// let d = image.array_interface()?;
+/// assert_eq!((d.shape.as_slice(), d.typestr.to_string().as_str()), (&[2, 3][..], "|u1"));
+/// let (name, histogram) = &image.arrays()[0];
+/// assert_eq!((*name, histogram.as_ref().unwrap().shape.as_slice()), ("histogram", &[256][..]));
+/// # Ok::<(), cai_core::Error>(())
+/// ```
+#[cfg(feature = "derive")]
+#[doc(inline)]
+pub use cai_derive::ArrayInterface;
+
+/// Derives [`Element`](trait@Element) for a `#[repr(C)]` record (feature `derive`).
+///
+/// ```
+/// use cai_core::{ArrayInterface, Element};
+///
+/// #[derive(Clone, Copy, Element)]
+/// #[repr(C)]
+/// struct Particle {
+///     id: u16,
+///     position: [f32; 3],
+/// }
+///
+/// assert_eq!(Particle::TYPESTR.to_string(), "|V16");
+/// let descr = Particle::descr();
+/// let layout: Vec<_> = descr.layout()?.iter().map(|f| (f.field.name.as_str(), f.offset, f.size)).collect();
+/// assert_eq!(layout, [("id", 0, 2), ("position", 4, 12)]); // the descr pads bytes 2 and 3
+///
+/// // An array of records exports like any other.
+/// #[derive(ArrayInterface)]
+/// struct Particles {
+///     #[cai(data)]
+///     items: Vec<Particle>,
+/// }
+/// let particles = Particles { items: vec![Particle { id: 1, position: [0.0; 3] }; 4] };
+/// assert_eq!(particles.array_interface()?.shape, [4]);
+/// # Ok::<(), cai_core::Error>(())
+/// ```
+#[cfg(feature = "derive")]
+#[doc(inline)]
+pub use cai_derive::Element;
 pub use stable::StableVec;
 pub use stream::{Stream, StreamHandle};
 pub use typestr::{ByteOrder, DateTimeUnit, Kind, TimeUnit, TypeStr};

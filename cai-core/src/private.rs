@@ -105,6 +105,12 @@ impl Export {
 
 /// A field type of a `#[derive(Element)]` record: an [`Element`], or an array of them (a
 /// sub-array field).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a field of a `#[derive(Element)]` record: a field is an `Element` or an array of them",
+    label = "not an `Element`",
+    note = "a record field of your own type needs `#[derive(Clone, Copy, Element)]` and `#[repr(C)]` on that type",
+    note = "elements are `bool`, `i8` to `i64`, `u8` to `u64`, `f32`, `f64`, `half::f16` and `half::bf16` (feature `half`), `num_complex::Complex<f32>` and `Complex<f64>` (feature `num-complex`), and `#[derive(Element)]` records"
+)]
 pub trait RecordField {
     /// The field's element type and sub-array shape.
     fn describe() -> (FieldType, Vec<usize>);

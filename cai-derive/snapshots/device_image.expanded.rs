@@ -3,6 +3,7 @@ const _: () = {
     impl ::cai_core::CudaArrayInterface for Image {
         fn cuda_array_interface(&self) -> ::cai_core::Result<::cai_core::Descriptor> {
             {
+                let _ = <CudaSlice<f32> as ::cai_core::DeviceBuffer>::len;
                 let layout = ::cai_core::__private::Layout {
                     shape: ::core::option::Option::Some(
                         <[usize; 2] as ::cai_core::AsShape>::as_shape(&self.shape),
@@ -38,5 +39,16 @@ const _: () = {
                 _ => ::core::option::Option::None,
             }
         }
+    }
+};
+const _: () = {
+    #[doc(hidden)]
+    #[allow(dead_code, non_camel_case_types)]
+    pub struct ImageCudaArrays {}
+    #[automatically_derived]
+    impl Image {
+        #[doc(hidden)]
+        #[allow(dead_code, non_upper_case_globals)]
+        pub(crate) const __cai_cuda_arrays: ImageCudaArrays = ImageCudaArrays {};
     }
 };

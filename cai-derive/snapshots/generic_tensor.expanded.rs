@@ -7,6 +7,7 @@ const _: () = {
     {
         fn cuda_array_interface(&self) -> ::renamed::Result<::renamed::Descriptor> {
             {
+                let _ = <CudaSlice<T> as ::renamed::DeviceBuffer>::len;
                 let layout = ::renamed::__private::Layout {
                     shape: ::core::option::Option::Some(
                         <S as ::renamed::AsShape>::as_shape(&self.shape),
@@ -45,5 +46,16 @@ const _: () = {
                 _ => ::core::option::Option::None,
             }
         }
+    }
+};
+const _: () = {
+    #[doc(hidden)]
+    #[allow(dead_code, non_camel_case_types)]
+    pub struct TensorCudaArrays {}
+    #[automatically_derived]
+    impl<T: Element, S> Tensor<T, S> {
+        #[doc(hidden)]
+        #[allow(dead_code, non_upper_case_globals)]
+        pub(crate) const __cai_cuda_arrays: TensorCudaArrays = TensorCudaArrays {};
     }
 };

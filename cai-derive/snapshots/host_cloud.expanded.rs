@@ -3,6 +3,7 @@ const _: () = {
     impl ::cai_core::ArrayInterface for Cloud {
         fn array_interface(&self) -> ::cai_core::Result<::cai_core::Descriptor> {
             {
+                let _ = <Vec<f32> as ::cai_core::HostBuffer>::len;
                 let layout = ::cai_core::__private::Layout {
                     shape: ::core::option::Option::Some(
                         ::cai_core::AsShape::as_shape(&([self.n, 3])),
@@ -26,6 +27,7 @@ const _: () = {
             match name {
                 "rgb" => {
                     ::core::option::Option::Some({
+                        let _ = <Vec<u8> as ::cai_core::HostBuffer>::len;
                         let layout = ::cai_core::__private::Layout {
                             shape: ::core::option::Option::None,
                             strides: ::core::option::Option::Some(
@@ -52,5 +54,22 @@ const _: () = {
                 _ => ::core::option::Option::None,
             }
         }
+    }
+};
+const _: () = {
+    #[doc(hidden)]
+    #[allow(dead_code, non_camel_case_types)]
+    pub struct CloudHostArrays {
+        pub rgb: &'static ::core::primitive::str,
+        pub normals: &'static ::core::primitive::str,
+    }
+    #[automatically_derived]
+    impl Cloud {
+        #[doc(hidden)]
+        #[allow(dead_code, non_upper_case_globals)]
+        pub(crate) const __cai_host_arrays: CloudHostArrays = CloudHostArrays {
+            rgb: "rgb",
+            normals: "normals",
+        };
     }
 };

@@ -75,6 +75,20 @@ fn set_once<T>(cx: &Ctxt, slot: &mut Option<T>, value: T, meta: &ParseNestedMeta
     }
 }
 
+/// Reports an unknown key and skips its value (`= ...` or `(...)`), so that the keys after
+/// it are still read: each mistake gets its own error, and only one.
+fn unknown_key(cx: &Ctxt, meta: &ParseNestedMeta<'_>, message: String) -> syn::Result<()> {
+    cx.push(meta.error(message));
+    if meta.input.peek(syn::Token![=]) {
+        meta.value()?.parse::<Expr>()?;
+    } else if meta.input.peek(syn::token::Paren) {
+        let content;
+        syn::parenthesized!(content in meta.input);
+        content.parse::<proc_macro2::TokenStream>()?;
+    }
+    Ok(())
+}
+
 fn key_of(meta: &ParseNestedMeta<'_>) -> String {
     let path = &meta.path;
     path.get_ident().map_or_else(|| quote::quote!(#path).to_string().replace(' ', ""), ToString::to_string)
@@ -112,9 +126,11 @@ impl Container {
                     }
                     _ => {
                         let expected = if which == Which::Interface { CONTAINER_KEYS } else { "crate" };
-                        return Err(meta.error(format!(
-                            "unknown cai attribute `{key}` on the struct; expected one of: {expected}"
-                        )));
+                        return unknown_key(
+                            cx,
+                            &meta,
+                            format!("unknown cai attribute `{key}` on the struct; expected one of: {expected}"),
+                        );
                     }
                 }
                 Ok(())
@@ -157,8 +173,11 @@ impl FieldAttrs {
                         return Ok(());
                     }
                     _ => {
-                        return Err(meta
-                            .error(format!("unknown cai attribute `{key}` on a field; expected one of: {FIELD_KEYS}")))
+                        return unknown_key(
+                            cx,
+                            &meta,
+                            format!("unknown cai attribute `{key}` on a field; expected one of: {FIELD_KEYS}"),
+                        )
                     }
                 };
                 if meta.input.peek(syn::Token![=]) {

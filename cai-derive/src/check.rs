@@ -97,7 +97,7 @@ pub(crate) fn model<'a>(cx: &Ctxt, input: &'a Input<'a>, flavor: Flavor) -> Mode
             Role::Mask => &mut group.mask,
             Role::Stream => unreachable!("handled above"),
         };
-        check_one_per_array(cx, role.value, role.span, slot.as_deref().map(Field::name), &array_name);
+        check_one_per_array(cx, role.value, role.span, slot.as_deref().map(Field::name), field, &array_name);
         slot.get_or_insert(field);
         if role.value == Role::Mask {
             check_mask_version(cx, role.span, version);
@@ -171,13 +171,36 @@ fn check_stream_not_named(cx: &Ctxt, field: &Field<'_>) {
     }
 }
 
-/// Each array has at most one field of each role.
-fn check_one_per_array(cx: &Ctxt, role: Role, span: Span, first: Option<String>, array: &Option<String>) {
-    if let Some(first) = first {
-        let which = array.as_ref().map_or_else(|| "the struct's array".to_owned(), |a| format!("array \"{a}\""));
-        let hint = if role == Role::Data { "; to export several arrays, name each with array = \"...\"" } else { "" };
-        error(cx, span, format!("a second #[cai({})] field for {which} (the first is `{first}`){hint}", role.key()));
-    }
+/// Each array has at most one field of each role. The error says how to write what the
+/// second field was meant for: another array, or a shape (strides) from several fields.
+fn check_one_per_array(
+    cx: &Ctxt,
+    role: Role,
+    span: Span,
+    first: Option<String>,
+    second: &Field<'_>,
+    array: &Option<String>,
+) {
+    let Some(first) = first else { return };
+    let which = array.as_ref().map_or_else(|| "the struct's array".to_owned(), |a| format!("array \"{a}\""));
+    let hint = match role {
+        Role::Data => "; to export several arrays, name each with array = \"...\"".to_owned(),
+        Role::Shape | Role::Strides => {
+            let (key, int) = if role == Role::Shape { ("shape", "usize") } else { ("strides", "isize") };
+            let one_field = format!("give the whole {key} in one field (`[{int}; N]`, `Vec<{int}>`, a tuple)");
+            // Only the struct's own array takes an expression.
+            match array {
+                None => format!(
+                    "; {one_field}, or compute it from several fields: remove the #[cai({key})] attributes \
+                     and write #[cai({key} = [self.{first}, self.{}])] on the struct",
+                    second.name()
+                ),
+                Some(_) => format!("; {one_field}"),
+            }
+        }
+        Role::Stream | Role::Mask => String::new(),
+    };
+    error(cx, span, format!("a second #[cai({})] field for {which} (the first is `{first}`){hint}", role.key()));
 }
 
 /// Masks exist from version 1.

@@ -25,6 +25,12 @@ impl Ctxt {
         self.errors.borrow_mut().as_mut().expect("Ctxt used after check").push(error);
     }
 
+    /// Whether an error was reported: later phases skip their rules, whose findings would
+    /// only echo it (a misspelt `#[cai(dat)]` is not also "no data field").
+    pub(crate) fn has_errors(&self) -> bool {
+        self.errors.borrow().as_ref().is_some_and(|errors| !errors.is_empty())
+    }
+
     /// Every error, combined into one, or `Ok` when there were none.
     pub(crate) fn check(self) -> syn::Result<()> {
         let errors = self.errors.borrow_mut().take().expect("Ctxt checked twice");

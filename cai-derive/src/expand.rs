@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 
 use proc_macro2::{Span, TokenStream, TokenTree};
-use quote::{quote, quote_spanned};
+use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{Ident, Type, WherePredicate};
 
@@ -99,7 +99,9 @@ fn source(source: &Source<'_>, as_trait: TokenStream, method: &str, bounds: &mut
             let (ty, member) = (field.ty, &field.member);
             quote_spanned!(ty.span()=> ::core::option::Option::Some(<#ty as #as_trait>::#method(&self.#member)))
         }
-        Source::Expr(expr) => quote!(::core::option::Option::Some(#as_trait::#method(&(#expr)))),
+        Source::Expr(expr) => {
+            quote_spanned!(expr.span()=> ::core::option::Option::Some(#as_trait::#method(&(#expr))))
+        }
     }
 }
 
@@ -120,8 +122,12 @@ fn array(krate: &TokenStream, names: &Names, model: &Model<'_>, array: &Array<'_
     let shape = source(shape, quote!(#krate::AsShape), "as_shape", bounds);
     let strides = source(strides, quote!(#krate::AsStrides), "as_strides", bounds);
     let (version, readonly) = (model.version, model.readonly);
-    let (ty, member, start) = (data.ty, &data.member, &names.start);
+    let (ty, member, start, buffer) = (data.ty, &data.member, &names.start, &names.buffer);
     let field_name = data.name();
+    // The buffer trait is named first, on the field's type, so that a field of the wrong type
+    // is reported there with the trait's own message (the call below then adds nothing: same
+    // span, same bound).
+    let check = quote_spanned!(ty.span()=> let _ = <#ty as #buffer>::len;);
     let begin = quote_spanned!(ty.span()=> #start::<#ty>(&self.#member, #field_name, layout));
     let stream = model.stream.map(|field| {
         bounds.require(field.ty, &quote!(#krate::AsStream));
@@ -134,6 +140,7 @@ fn array(krate: &TokenStream, names: &Names, model: &Model<'_>, array: &Array<'_
         quote!(.and_then(|export| export.mask(#mask)))
     });
     quote!({
+        #check
         let layout = #krate::__private::Layout {
             shape: #shape,
             strides: #strides,
@@ -142,6 +149,54 @@ fn array(krate: &TokenStream, names: &Names, model: &Model<'_>, array: &Array<'_
         };
         #begin #stream #mask .and_then(#krate::__private::Export::finish)
     })
+}
+
+/// The inherent constant that `#[cai_py::export(arrays(...))]` (`host_arrays(...)`) reads
+/// a name from: `__cai_cuda_arrays` (`__cai_host_arrays`), a struct with one field per array
+/// name. The export writes `Struct::__cai_cuda_arrays.name`, so an unknown name is rustc's
+/// "no field" error, on the name, listing the valid names (or suggesting a close one). Names
+/// that are not identifiers cannot be written in `arrays(...)` and get no field. The block
+/// of its own keeps the struct's name (`CloudCudaArrays`) from shadowing a type the
+/// derive's impls name.
+pub(crate) fn array_names<'n>(
+    input: &Input<'_>,
+    flavor: Flavor,
+    names: impl IntoIterator<Item = &'n str>,
+) -> TokenStream {
+    let ident = input.ident;
+    let (konst, holder) = match flavor {
+        Flavor::Device => (format_ident!("__cai_cuda_arrays"), format_ident!("{}CudaArrays", ident)),
+        Flavor::Host => (format_ident!("__cai_host_arrays"), format_ident!("{}HostArrays", ident)),
+    };
+    let mut seen = HashSet::new();
+    let (fields, texts): (Vec<Ident>, Vec<&str>) = names
+        .into_iter()
+        .filter_map(|name| Some((field_ident(name)?, name)))
+        .filter(|(field, _)| seen.insert(field.clone()))
+        .unzip();
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    quote! {
+        const _: () = {
+            #[doc(hidden)]
+            #[allow(dead_code, non_camel_case_types)]
+            pub struct #holder {
+                #(pub #fields: &'static ::core::primitive::str,)*
+            }
+
+            #[automatically_derived]
+            impl #impl_generics #ident #ty_generics #where_clause {
+                #[doc(hidden)]
+                #[allow(dead_code, non_upper_case_globals)]
+                pub(crate) const #konst: #holder = #holder { #(#fields: #texts,)* };
+            }
+        };
+    }
+}
+
+/// `name` as a field name: itself, or raw (`r#type`) when it is a keyword; `None` when it
+/// is neither.
+fn field_ident(name: &str) -> Option<Ident> {
+    syn::parse_str::<Ident>(name).or_else(|_| syn::parse_str::<Ident>(&format!("r#{name}"))).ok()
 }
 
 /// `#[derive(CudaArrayInterface)]` and `#[derive(ArrayInterface)]`.
@@ -155,6 +210,7 @@ pub(crate) fn interface(input: &Input<'_>, model: &Model<'_>, flavor: Flavor) ->
     let generics = bounds.generics(input);
     let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
     let ident = input.ident;
+    let array_names = array_names(input, flavor, labels.iter().copied());
     let (interface, method, named_trait, named_method) =
         (&names.interface, &names.method, &names.named, &names.named_method);
     let primary_impl = primary.map(|body| {
@@ -186,6 +242,8 @@ pub(crate) fn interface(input: &Input<'_>, model: &Model<'_>, flavor: Flavor) ->
                 }
             }
         };
+
+        #array_names
     }
 }
 

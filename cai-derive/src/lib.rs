@@ -1,13 +1,15 @@
-//! Derive macros for cai-core. Use them through cai-core's `derive` feature, which
-//! re-exports each under its trait's name:
+//! Derive macros for cai-core, and the attribute `#[cai_py::export]` for cai-py.
 //!
-//! ```ignore
-//! use cai_core::{ArrayInterface, CudaArrayInterface, Element};
-//! ```
+//! Use the derives through cai-core's `derive` feature (`cai-core = { version = "0.1",
+//! features = ["derive"] }`), which re-exports each under its trait's name, as in
+//! `use cai_core::{ArrayInterface, CudaArrayInterface, Element};`; cai-core's
+//! documentation of those re-exports has compiled examples. Use `export` as
+//! `#[cai_py::export]`, re-exported by cai-py.
 //!
-//! The attribute grammar is documented on each macro. Parsing (`attr`, `ast`), rules
-//! (`check`) and code generation (`expand`) are separate phases; errors are collected in a
-//! `Ctxt` and reported together, spanned on the offending tokens.
+//! Each macro documents its own grammar. Parsing (`attr`, `ast`), rules (`check`) and code
+//! generation (`expand`) are separate phases. Errors are collected in a `Ctxt`, spanned on
+//! the offending tokens; the rules run only on attributes that parsed, and an input with
+//! errors still gets stub impls (`fallback`), so that each mistake is one error.
 
 mod ast;
 mod attr;
@@ -25,58 +27,158 @@ use crate::attr::Which;
 use crate::check::Flavor;
 use crate::ctxt::Ctxt;
 
-/// Implements `CudaArrayInterface` (and `NamedCudaArrays`) for a struct holding device
-/// buffers.
+/// Adds the interface properties of a `#[pyclass]` to its `#[pymethods]` block: write
+/// `#[cai_py::export]` (re-exported by cai-py) above `#[pymethods]` on the class's impl
+/// block, which then needs no `multiple-pymethods` feature (an empty
+/// `#[pymethods] impl Class {}` will do).
 ///
-/// Field attributes, under `#[cai(...)]`:
-/// - `data`: the buffer (a `DeviceBuffer`: cudarc's `CudaSlice`, `CudaView`,
-///   `CudaViewMut`, or `RawDeviceBuffer`); one per array.
-/// - `shape`: a field giving the shape (`[usize; N]`, `Vec<usize>`, a tuple of `usize`, or
-///   any `AsShape`). Without one the array is 1-d over the whole buffer.
-/// - `strides`: a field giving strides in bytes (any `AsStrides`).
-/// - `stream`: the stream the data is ordered on (`Arc<CudaStream>`, a `Stream`, a raw
-///   handle, a `TrackedStream`; any `AsStream`), shared by every array of the struct.
-///   Version 3 only. When it is not the buffer's own stream, the buffer's pending work is
-///   ordered before it on export (`DeviceBuffer::order_before`).
-/// - `mask`: a field whose type itself implements `CudaArrayInterface`.
-/// - `array = "name"`: the field belongs to the named array `name` (with `data`, `shape`,
-///   ...), or, without a role, is itself an array (its type implements the trait). A bare
-///   `array` names it after the field.
+/// ```text
+/// #[cai_py::export]                       // = #[cai_py::export(cuda)]
+/// #[cai_py::export(<argument>, ...)]
 ///
-/// Struct attributes: `readonly`, `version = N` (0 to 3, default 3), `shape = <expr>` and
-/// `strides = <expr>` (expressions over `self`), `crate = "path"`.
+/// <argument> :=
+///     cuda                     // __cuda_array_interface__, __dlpack__, __dlpack_device__
+///   | host                     // __array_interface__ (and DLPack of it when no `cuda`)
+///   | arrays(name, ...)        // a property per named device array: a cai.CudaArray view
+///   | host_arrays(name, ...)   // a property per named host array: a cai.HostArray view
+///   | options = field          // per-object export options (with `cuda`)
+///   | crate = "path"           // where cai_py is, when it is renamed
+/// ```
 ///
-/// Every export validates the descriptor by its version and checks that the bytes it
-/// reaches lie in the buffer.
-/// Adds the interface properties of a `#[pyclass]` to its `#[pymethods]` block. Use it as
-/// `#[cai_py::export]`, written above `#[pymethods]`; see cai-py's documentation.
+/// Without `host`, `arrays(...)` or `host_arrays(...)` the block gets `cuda`. What each
+/// argument needs of the class, usually from cai-core's derives:
 ///
-/// Arguments: `cuda` (the default: `__cuda_array_interface__`), `host`
-/// (`__array_interface__`), `arrays(name, ...)` and `host_arrays(name, ...)` (a property per
-/// named array, returning a view that keeps the object alive; each name is checked at
-/// compile time against the derive's `NAMES`), `crate = "path"` (where cai-py is).
+/// - `cuda`: `CudaArrayInterface` (`#[derive(CudaArrayInterface)]`). Adds the getter
+///   `__cuda_array_interface__` and DLPack's `__dlpack__` / `__dlpack_device__` for the
+///   same device array.
+/// - `host`: `ArrayInterface` (`#[derive(ArrayInterface)]`), for a class of host memory.
+///   Adds `__array_interface__`, and `__dlpack__` / `__dlpack_device__` for the host array
+///   unless `cuda` is given too.
+/// - `arrays(name, ...)`: `NamedCudaArrays`; `host_arrays(name, ...)`: `NamedArrays`. Each
+///   name becomes a property returning a view that keeps the object alive. The names are
+///   checked at compile time against those the derive gives (`#[cai(array)]`,
+///   `#[cai(..., array = "name")]`): an unknown name is an error on the name that lists the
+///   valid ones. With a hand-written trait impl they are checked against its `NAMES`.
+/// - `options = field`: a field of the class of type `cai_py::ExportOptions`, read (it is
+///   `Copy`) on every `__cuda_array_interface__` and `__dlpack__` export: per-object
+///   control over the process-wide export options (`cai.configure`, `CAI_EXPORT_STREAM`,
+///   `CAI_EXPORT_VERSION`). Its `None` fields follow the process-wide ones;
+///   `stream_none: Some(true)` exports `stream: None`, `version: Some(2)` exports version 2
+///   without a stream. Needs `cuda`. `field` is a field name, or an index for a tuple
+///   struct.
+///
+/// A missing trait is reported once, on the argument that needs it (on the attribute for
+/// the default `cuda`), with what to derive: a host class exported without `host` is told
+/// to write `#[cai_py::export(host)]`.
 #[proc_macro_attribute]
 pub fn export(args: TokenStream, item: TokenStream) -> TokenStream {
-    pyexport::expand(args.into(), item.into()).unwrap_or_else(syn::Error::into_compile_error).into()
+    pyexport::expand(args.into(), item.into()).into()
 }
 
+/// Implements `CudaArrayInterface` and `NamedCudaArrays` for a struct holding device
+/// buffers.
+///
+/// ```text
+/// #[derive(CudaArrayInterface)]
+/// #[cai(readonly, version = N, shape = <expr>, strides = <expr>, crate = "path")]  // each optional
+/// struct Name {
+///     #[cai(data)]                  field: <DeviceBuffer>,        // the struct's own array
+///     #[cai(shape)]                 field: <AsShape>,
+///     #[cai(strides)]               field: <AsStrides>,
+///     #[cai(mask)]                  field: <CudaArrayInterface>,
+///     #[cai(stream)]                field: <AsStream>,            // every array's stream
+///     #[cai(data, array = "name")]  field: <DeviceBuffer>,        // the named array `name`
+///     #[cai(shape, array = "name")] field: <AsShape>,             // strides, mask: likewise
+///     #[cai(array)]                 field: <CudaArrayInterface>,  // an array named after the field
+///     #[cai(array = "name")]        field: <CudaArrayInterface>,  // an array named `name`
+///     field: T,                                                   // not exported
+/// }
+/// ```
+///
+/// Field attributes (one role per field):
+/// - `data`: the buffer, a `DeviceBuffer`: `RawDeviceBuffer<T>`, or cudarc's
+///   `CudaSlice<T>`, `CudaView<T>`, `CudaViewMut<T>` (cai-core's `cuda` feature). One per
+///   array.
+/// - `shape`: the shape, an `AsShape`: `[usize; N]`, `Vec<usize>`, `[usize]`, a tuple of
+///   up to six `usize`, a `usize` (1-d). Without one the array is 1-d over the whole
+///   buffer.
+/// - `strides`: strides in bytes, an `AsStrides`: `[isize; N]`, `Vec<isize>`, a tuple of
+///   `isize`. Without one the array is C-contiguous.
+/// - `mask`: a field whose type itself implements `CudaArrayInterface`. Version 1 and later.
+/// - `stream`: the stream the data is ordered on, an `AsStream`: a `Stream`, a raw handle
+///   as `usize`, an `Option` of either, cudarc's `Arc<CudaStream>`, a `TrackedStream`.
+///   Shared by every array of the struct; version 3 only. When it is not the buffer's own
+///   stream, the buffer's pending work is ordered before it on export
+///   (`DeviceBuffer::order_before`).
+/// - `array = "name"`: with a role, the field belongs to the named array `name`; without
+///   one, the field is itself an array (its type implements the trait). A bare `array`
+///   names it after the field.
+///
+/// Struct attributes:
+/// - `readonly`: consumers must not write.
+/// - `version = N`: the CUDA Array Interface version to export, 0 to 3 (default 3).
+/// - `shape = <expr>`, `strides = <expr>`: the struct's own array's shape (strides)
+///   computed from its fields, an expression over `self` of an `AsShape` (`AsStrides`)
+///   type, e.g. `#[cai(shape = [self.height, self.width])]`. Not with a `shape`
+///   (`strides`) field.
+/// - `crate = "path"`: where cai-core is, when it is renamed.
+///
+/// `CudaArrayInterface` is implemented when the struct has an array of its own (a `data`
+/// field without `array`); `NamedCudaArrays` always, with its named arrays in declaration
+/// order (none when there are none). Every export validates the descriptor by its version
+/// and checks that the bytes it reaches lie in the buffer. Fields of generic types get
+/// `where` bounds; others are checked where they are declared, and a field of the wrong
+/// type is an error on its type saying which types fit.
 #[proc_macro_derive(CudaArrayInterface, attributes(cai))]
 pub fn derive_cuda_array_interface(input: TokenStream) -> TokenStream {
     interface(parse_macro_input!(input as DeriveInput), Flavor::Device).into()
 }
 
-/// Implements `ArrayInterface` (and `NamedArrays`) for a struct holding host buffers
-/// (`Vec<T>`, `Box<[T]>`, `[T; N]`, `&[T]`, `&mut [T]`), for NumPy's
-/// `__array_interface__`. Same attributes as `CudaArrayInterface`, without `stream`.
+/// Implements `ArrayInterface` and `NamedArrays` for a struct holding host buffers, for
+/// NumPy's `__array_interface__`.
+///
+/// ```text
+/// #[derive(ArrayInterface)]
+/// #[cai(readonly, version = N, shape = <expr>, strides = <expr>, crate = "path")]  // each optional
+/// struct Name {
+///     #[cai(data)]                  field: <HostBuffer>,      // the struct's own array
+///     #[cai(shape)]                 field: <AsShape>,
+///     #[cai(strides)]               field: <AsStrides>,
+///     #[cai(mask)]                  field: <ArrayInterface>,
+///     #[cai(data, array = "name")]  field: <HostBuffer>,      // the named array `name`
+///     #[cai(shape, array = "name")] field: <AsShape>,         // strides, mask: likewise
+///     #[cai(array)]                 field: <ArrayInterface>,  // an array named after the field
+///     #[cai(array = "name")]        field: <ArrayInterface>,  // an array named `name`
+///     field: T,                                               // not exported
+/// }
+/// ```
+///
+/// The attributes are those of `CudaArrayInterface`, without `stream` (NumPy's interface
+/// has none), and `data` is a `HostBuffer`: `Vec<T>`, `Box<[T]>`, `[T; N]`, `&[T]` (exported
+/// read-only) or `&mut [T]`, with `T: Element`. `ArrayInterface` is implemented when the
+/// struct has an array of its own; `NamedArrays` always.
 #[proc_macro_derive(ArrayInterface, attributes(cai))]
 pub fn derive_array_interface(input: TokenStream) -> TokenStream {
     interface(parse_macro_input!(input as DeriveInput), Flavor::Host).into()
 }
 
-/// Implements `Element` for a `#[repr(C)]` (or `#[repr(C, packed)]`) struct whose fields
-/// are all `Element`s (or arrays of them): typestr `|V{size}` and a descr with every field
-/// at its offset and padding entries in the gaps, as `numpy.dtype` reads it.
-/// The struct must be `Copy`. Accepts `#[cai(crate = "path")]`.
+/// Implements `Element` for a record: a `#[repr(C)]` (or `#[repr(C, packed)]`, with
+/// `align` allowed) struct that is `Copy` and whose fields are all `Element`s or arrays of
+/// them (sub-array fields).
+///
+/// ```text
+/// #[derive(Clone, Copy, Element)]
+/// #[repr(C)]
+/// #[cai(crate = "path")]        // optional: where cai-core is, when it is renamed
+/// struct Name {
+///     field: <Element>,
+///     field: [<Element>; N],
+/// }
+/// ```
+///
+/// The record's typestr is `|V{size}` and its descr lists every field at its offset, with
+/// padding entries in the gaps and at the end, as `numpy.dtype` reads it. Fields take no
+/// `#[cai(...)]` attributes; tuple structs name their fields `f0`, `f1`, ... as NumPy does.
 #[proc_macro_derive(Element, attributes(cai))]
 pub fn derive_element(input: TokenStream) -> TokenStream {
     element(parse_macro_input!(input as DeriveInput)).into()
@@ -85,7 +187,8 @@ pub fn derive_element(input: TokenStream) -> TokenStream {
 fn interface(input: DeriveInput, flavor: Flavor) -> proc_macro2::TokenStream {
     let cx = Ctxt::new();
     let parsed = Input::from_ast(&cx, &input, Which::Interface, flavor.derive_name());
-    let model = parsed.as_ref().map(|p| check::model(&cx, p, flavor));
+    // One error per mistake: the rules run on attributes that parsed.
+    let model = parsed.as_ref().filter(|_| !cx.has_errors()).map(|p| check::model(&cx, p, flavor));
     match (cx.check(), &parsed, &model) {
         (Ok(()), Some(p), Some(m)) => expand::interface(p, m, flavor),
         (Err(errors), _, _) => fallback::interface(parsed.as_ref(), flavor, errors),
@@ -96,12 +199,12 @@ fn interface(input: DeriveInput, flavor: Flavor) -> proc_macro2::TokenStream {
 fn element(input: DeriveInput) -> proc_macro2::TokenStream {
     let cx = Ctxt::new();
     let parsed = Input::from_ast(&cx, &input, Which::Element, "Element");
-    if let Some(p) = &parsed {
+    if let Some(p) = parsed.as_ref().filter(|_| !cx.has_errors()) {
         check::check_record(&cx, p);
     }
     match (cx.check(), &parsed) {
         (Ok(()), Some(p)) => expand::element(p),
-        (Err(errors), _) => errors.into_compile_error(),
+        (Err(errors), _) => fallback::element(parsed.as_ref(), errors),
         _ => unreachable!("a struct that failed to parse reported an error"),
     }
 }
@@ -164,6 +267,13 @@ mod snapshots {
     fn record_element() {
         let input = parse("#[repr(C)] struct Particle { id: u8, position: [f32; 3], mass: f64 }");
         snapshot("record", super::element(input));
+    }
+
+    #[test]
+    fn export_with_options_and_named_arrays() {
+        let args = "cuda, options = export, arrays(xyz, rgb)".parse().unwrap();
+        let item = "#[pymethods] impl Cloud { fn count(&self) -> usize { 0 } }".parse().unwrap();
+        snapshot("export_cloud", super::pyexport::expand(args, item));
     }
 
     #[test]

@@ -2,20 +2,33 @@
 //! `#[pyclass]` exports without pyo3's `multiple-pymethods` feature.
 
 use proc_macro2::{Span, TokenStream};
-use quote::{format_ident, quote};
+use quote::{format_ident, quote, quote_spanned};
+use syn::ext::IdentExt as _;
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
+use syn::spanned::Spanned as _;
 use syn::{Ident, ItemImpl, LitStr, Token};
 
 /// What the block should gain.
 #[derive(Default)]
 struct Args {
-    cuda: bool,
-    host: bool,
-    arrays: Vec<Ident>,
-    host_arrays: Vec<Ident>,
+    /// `cuda`, with the span a missing `CudaArrayInterface` is reported on: the argument,
+    /// or the whole attribute when `cuda` is the default.
+    cuda: Option<Span>,
+    /// `host`, with its span.
+    host: Option<Span>,
+    arrays: Option<Named>,
+    host_arrays: Option<Named>,
     options: Option<syn::Member>,
     krate: Option<syn::Path>,
+}
+
+/// `arrays(...)` or `host_arrays(...)`.
+struct Named {
+    names: Vec<Ident>,
+    /// The keyword's span, where a missing `NamedCudaArrays` (`NamedArrays`) is reported.
+    span: Span,
+    host: bool,
 }
 
 impl Parse for Args {
@@ -24,8 +37,8 @@ impl Parse for Args {
         while !input.is_empty() {
             let key: Ident = input.call(syn::ext::IdentExt::parse_any)?;
             match key.to_string().as_str() {
-                "cuda" => args.cuda = true,
-                "host" => args.host = true,
+                "cuda" => args.cuda = Some(key.span()),
+                "host" => args.host = Some(key.span()),
                 "arrays" | "host_arrays" => {
                     let content;
                     syn::parenthesized!(content in input);
@@ -36,8 +49,15 @@ impl Parse for Args {
                             format!("`{key}(...)` lists at least one array name"),
                         ));
                     }
-                    let list = if key == "arrays" { &mut args.arrays } else { &mut args.host_arrays };
-                    list.extend(names);
+                    let host = key == "host_arrays";
+                    let slot = if host { &mut args.host_arrays } else { &mut args.arrays };
+                    let named = slot.get_or_insert_with(|| Named { names: Vec::new(), span: key.span(), host });
+                    for name in names {
+                        if named.names.iter().any(|n| n.unraw() == name.unraw()) {
+                            return Err(syn::Error::new_spanned(&name, format!("`{name}` is listed twice")));
+                        }
+                        named.names.push(name);
+                    }
                 }
                 "options" => {
                     input.parse::<Token![=]>()?;
@@ -63,14 +83,43 @@ impl Parse for Args {
             }
             input.parse::<Token![,]>()?;
         }
-        if !args.host && args.arrays.is_empty() && args.host_arrays.is_empty() {
-            args.cuda = true;
+        if args.host.is_none() && args.arrays.is_none() && args.host_arrays.is_none() {
+            args.cuda = Some(Span::call_site());
         }
         Ok(args)
     }
 }
 
-pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+/// The attribute's expansion; on an error, the error and the block unchanged, so that
+/// nothing else in the block fails for want of it.
+pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
+    match expand_block(args, item.clone()) {
+        Ok(tokens) => tokens,
+        Err(error) => {
+            let error = error.into_compile_error();
+            quote!(#error #item)
+        }
+    }
+}
+
+/// The functions the getters call, gathered in one constant: every trait bound on the
+/// class is then checked in one body, where rustc reports one failure once, instead of
+/// once per getter.
+struct Table {
+    types: Vec<TokenStream>,
+    values: Vec<TokenStream>,
+}
+
+impl Table {
+    /// Adds a function; returns its index for the getter.
+    fn push(&mut self, ty: TokenStream, value: TokenStream) -> syn::Index {
+        self.types.push(ty);
+        self.values.push(value);
+        syn::Index::from(self.types.len() - 1)
+    }
+}
+
+fn expand_block(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
     let args: Args = syn::parse2(args)?;
     let mut block: ItemImpl = syn::parse2(item).map_err(|e| {
         syn::Error::new(
@@ -90,107 +139,197 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenS
     if !block.generics.params.is_empty() {
         return Err(syn::Error::new_spanned(&block.generics, "a #[pyclass] impl block cannot be generic"));
     }
+    if let (Some(options), false) = (&args.options, args.cuda.is_some()) {
+        return Err(syn::Error::new(
+            options.span(),
+            "`options = field` applies to `__cuda_array_interface__`: add `cuda`",
+        ));
+    }
     let krate = args.krate.clone().map_or_else(|| quote!(::cai_py), |p| quote!(#p));
     let p = quote!(#krate::__private);
+    let py = quote!(#p::pyo3);
+    // `cai_py::__private` written at `span`: a failed bound in a call through it is then
+    // reported on that one place (a `crate = "..."` path keeps its own spans).
+    let private_at = |span: Span| match &args.krate {
+        Some(path) => quote!(#path::__private),
+        None => quote_spanned!(span=> ::cai_py::__private),
+    };
     let ty = &block.self_ty;
+    let mut table = Table { types: Vec::new(), values: Vec::new() };
     let mut items: Vec<TokenStream> = Vec::new();
-    let mut checks: Vec<TokenStream> = Vec::new();
     let getter = |attr: &str, fn_name: Ident, body: TokenStream, ret: TokenStream| {
         let attr = Ident::new(attr, Span::call_site());
         quote! {
             #[getter(#attr)]
-            fn #fn_name<'py>(slf: &#p::pyo3::Bound<'py, Self>) -> #p::pyo3::PyResult<#ret> {
+            fn #fn_name<'py>(slf: &#py::Bound<'py, Self>) -> #py::PyResult<#ret> {
                 #body
             }
         }
     };
-    if args.options.is_some() && !args.cuda {
-        let span = args.options.as_ref().map_or_else(Span::call_site, syn::spanned::Spanned::span);
-        return Err(syn::Error::new(span, "`options = field` applies to `__cuda_array_interface__`: add `cuda`"));
-    }
-    if args.cuda {
-        let body = match &args.options {
-            Some(field) => quote!(#p::cuda_interface_with(slf, |this: &Self| this.#field)),
-            None => quote!(#p::cuda_interface(slf)),
-        };
-        items.push(getter(
-            "__cuda_array_interface__",
-            format_ident!("__cai_cuda_array_interface"),
-            body,
-            quote!(#p::pyo3::Bound<'py, #p::pyo3::types::PyDict>),
-        ));
-    }
-    // DLPack: the same array through `__dlpack__` / `__dlpack_device__` (device memory when
-    // the block exports `__cuda_array_interface__`, host memory otherwise).
-    if args.cuda || args.host {
-        let dlpack_options = match &args.options {
+    let dict = quote!(#py::Bound<'py, #py::types::PyDict>);
+    let any = quote!(#py::Bound<'py, #py::PyAny>);
+    let arg = quote!(::core::option::Option<&#py::Bound<'py, #py::PyAny>>);
+    let interface_type = quote!(for<'py> fn(&#py::Bound<'py, Self>) -> #py::PyResult<#dict>);
+    let dlpack_type = quote!(for<'py> fn(&#py::Bound<'py, Self>, #arg, #arg, #arg, #arg) -> #py::PyResult<#any>);
+    let device_type = quote!(for<'py> fn(&#py::Bound<'py, Self>) -> #py::PyResult<(i32, i32)>);
+    let dlpack_method = |index: &syn::Index| {
+        quote! {
+            #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
+            fn __dlpack__<'py>(
+                slf: &#py::Bound<'py, Self>,
+                stream: #arg,
+                max_version: #arg,
+                dl_device: #arg,
+                copy: #arg,
+            ) -> #py::PyResult<#any> {
+                (Self::__CAI_PY_EXPORT.#index)(slf, stream, max_version, dl_device, copy)
+            }
+        }
+    };
+    let device_method = |index: &syn::Index| {
+        quote! {
+            fn __dlpack_device__(slf: &#py::Bound<'_, Self>) -> #py::PyResult<(i32, i32)> {
+                (Self::__CAI_PY_EXPORT.#index)(slf)
+            }
+        }
+    };
+    if let Some(span) = &args.cuda {
+        let at = private_at(*span);
+        // `__cuda_array_interface__`, and DLPack's `__dlpack__` / `__dlpack_device__` for
+        // the same device array.
+        let options = match &args.options {
             Some(field) => quote!(|this: &Self| this.#field),
             None => quote!(|_: &Self| ::core::default::Default::default()),
         };
-        let (call, device) = if args.cuda {
-            (
-                quote!(#p::cuda_dlpack(slf, #dlpack_options, stream, max_version, dl_device, copy)),
-                quote!(#p::cuda_dlpack_device(slf)),
-            )
-        } else {
-            (
-                quote!(#p::host_dlpack(slf, stream, max_version, dl_device, copy)),
-                quote!(::core::result::Result::Ok(#p::host_dlpack_device(slf))),
-            )
-        };
-        items.push(quote! {
-            #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
-            fn __dlpack__<'py>(
-                slf: &#p::pyo3::Bound<'py, Self>,
-                stream: ::core::option::Option<&#p::pyo3::Bound<'py, #p::pyo3::PyAny>>,
-                max_version: ::core::option::Option<&#p::pyo3::Bound<'py, #p::pyo3::PyAny>>,
-                dl_device: ::core::option::Option<&#p::pyo3::Bound<'py, #p::pyo3::PyAny>>,
-                copy: ::core::option::Option<&#p::pyo3::Bound<'py, #p::pyo3::PyAny>>,
-            ) -> #p::pyo3::PyResult<#p::pyo3::Bound<'py, #p::pyo3::PyAny>> {
-                #call
-            }
-        });
-        items.push(quote! {
-            fn __dlpack_device__(slf: &#p::pyo3::Bound<'_, Self>) -> #p::pyo3::PyResult<(i32, i32)> {
-                #device
-            }
-        });
+        let interface =
+            table.push(interface_type.clone(), quote_spanned!(*span=> |slf| #at::cuda_interface_with(slf, #options)));
+        items.push(getter(
+            "__cuda_array_interface__",
+            format_ident!("__cai_cuda_array_interface"),
+            quote!((Self::__CAI_PY_EXPORT.#interface)(slf)),
+            dict.clone(),
+        ));
+        let dlpack = table.push(
+            dlpack_type.clone(),
+            quote_spanned!(*span=> |slf, stream, max_version, dl_device, copy| {
+                #at::cuda_dlpack(slf, #options, stream, max_version, dl_device, copy)
+            }),
+        );
+        let device = table.push(device_type.clone(), quote_spanned!(*span=> |slf| #at::cuda_dlpack_device(slf)));
+        items.push(dlpack_method(&dlpack));
+        items.push(device_method(&device));
     }
-    if args.host {
+    if let Some(span) = &args.host {
+        let at = private_at(*span);
+        let interface = table.push(interface_type.clone(), quote_spanned!(*span=> |slf| #at::host_interface(slf)));
         items.push(getter(
             "__array_interface__",
             format_ident!("__cai_array_interface"),
-            quote!(#p::host_interface(slf)),
-            quote!(#p::pyo3::Bound<'py, #p::pyo3::types::PyDict>),
+            quote!((Self::__CAI_PY_EXPORT.#interface)(slf)),
+            dict.clone(),
         ));
-    }
-    for (names, host) in [(&args.arrays, false), (&args.host_arrays, true)] {
-        for name in names {
-            let text = name.to_string();
-            let (fn_name, call, trait_) = if host {
-                (format_ident!("__cai_host_array_{}", name), quote!(host_named), quote!(NamedArrays))
-            } else {
-                (format_ident!("__cai_cuda_array_{}", name), quote!(cuda_named), quote!(NamedCudaArrays))
-            };
-            items.push(getter(
-                &text,
-                fn_name,
-                quote!(#p::#call(slf, #text)),
-                quote!(#p::pyo3::Bound<'py, #p::pyo3::PyAny>),
-            ));
-            let message = format!(
-                "#[cai_py::export]: `{text}` is not one of the arrays the derive names (its `{trait_}::NAMES`)"
+        // With `cuda` too, DLPack exports the device array.
+        if args.cuda.is_none() {
+            let dlpack = table.push(
+                dlpack_type.clone(),
+                quote_spanned!(*span=> |slf, stream, max_version, dl_device, copy| {
+                    #at::host_dlpack(slf, stream, max_version, dl_device, copy)
+                }),
             );
-            checks.push(quote! {
-                const _: () = ::core::assert!(#p::has_name(<#ty as #p::#trait_>::NAMES, #text), #message);
+            let device = table.push(
+                device_type.clone(),
+                quote_spanned!(*span=> |slf| ::core::result::Result::Ok(#at::host_dlpack_device(slf))),
+            );
+            items.push(dlpack_method(&dlpack));
+            items.push(device_method(&device));
+        }
+    }
+    // Named arrays: a getter per name, and the name checked against the derive's. When the
+    // class has no derive of this flavor, `Self::__cai_cuda_arrays` is the fallback trait's
+    // constant, which has every requested name: the missing trait is then the one error.
+    let mut checks: Vec<TokenStream> = Vec::new();
+    let mut requested: Vec<TokenStream> = Vec::new();
+    for named in [&args.arrays, &args.host_arrays] {
+        let Some(named) = named else { continue };
+        let (call, trait_, names_const, holder, fallback, prefix) = match named.host {
+            false => (
+                quote!(cuda_named),
+                quote!(NamedCudaArrays),
+                format_ident!("__cai_cuda_arrays"),
+                format_ident!("__CaiRequestedCudaArrays"),
+                format_ident!("__CaiNotDerivedCuda"),
+                "__cai_cuda_array_",
+            ),
+            true => (
+                quote!(host_named),
+                quote!(NamedArrays),
+                format_ident!("__cai_host_arrays"),
+                format_ident!("__CaiRequestedHostArrays"),
+                format_ident!("__CaiNotDerivedHost"),
+                "__cai_host_array_",
+            ),
+        };
+        let span = named.span;
+        let at = private_at(span);
+        // An instance of `cai.CudaArray` / `cai.HostArray` (the `cai` package's class when it
+        // can be imported).
+        let view = quote!(#py::Bound<'py, #py::PyAny>);
+        let index = table.push(
+            quote!(for<'py> fn(&#py::Bound<'py, Self>, &::core::primitive::str) -> #py::PyResult<#view>),
+            quote_spanned!(span=> |slf, name| #at::#call(slf, name)),
+        );
+        let texts: Vec<String> = named.names.iter().map(|n| n.unraw().to_string()).collect();
+        for (name, text) in named.names.iter().zip(&texts) {
+            let fn_name = format_ident!("{}{}", prefix, name.unraw());
+            items.push(getter(text, fn_name, quote!((Self::__CAI_PY_EXPORT.#index)(slf, #text)), view.clone()));
+            // The derive's names are the fields of `Self::__cai_cuda_arrays`: an unknown name
+            // is rustc's "no field" error on the name, with the valid names listed.
+            let holder_path = quote_spanned!(span=> Self::#names_const);
+            checks.push(quote!(let _ = #holder_path.#name;));
+            // A hand-written `NamedCudaArrays` has no such constant (the fallback below
+            // accepts every name): its `NAMES` are checked when the constant is evaluated.
+            let names = quote_spanned!(span=> <Self as #at::#trait_>::NAMES);
+            let message = format!(
+                "#[cai_py::export]: `{text}` is not an array of `{}`: its `{trait_}::NAMES` does not list it",
+                quote!(#ty).to_string().replace(' ', "")
+            );
+            checks.push(quote_spanned! {name.span()=>
+                if !#p::has_name(#names, #text) {
+                    ::core::panic!("{}", #message)
+                }
             });
         }
+        let fields = &named.names;
+        requested.push(quote! {
+            #[allow(dead_code, non_camel_case_types)]
+            struct #holder { #(#fields: &'static ::core::primitive::str,)* }
+
+            #[allow(non_upper_case_globals)]
+            trait #fallback {
+                const #names_const: #holder = #holder { #(#fields: #texts,)* };
+            }
+            impl<T: ?::core::marker::Sized> #fallback for T {}
+        });
     }
     for item in items {
         block.items.push(syn::parse2(item)?);
     }
+    let (types, values) = (&table.types, &table.values);
+    // Evaluated at compile time only when named arrays are checked.
+    let evaluate = (!checks.is_empty()).then(|| quote!(const _: () = { let _ = <#ty>::__CAI_PY_EXPORT; };));
     Ok(quote! {
         #block
-        #(#checks)*
+
+        impl #ty {
+            #[doc(hidden)]
+            #[allow(clippy::type_complexity, clippy::redundant_closure)]
+            const __CAI_PY_EXPORT: (#(#types,)*) = {
+                #(#requested)*
+                #(#checks)*
+                (#(#values,)*)
+            };
+        }
+
+        #evaluate
     })
 }

@@ -84,7 +84,6 @@ pub use api::{
     as_array, as_cuda_array, configure, cuda_driver_present, from_cuda_array_interface, from_dlpack,
     pointer_attributes, validate,
 };
-/// Adds the interface properties to a `#[pymethods]` block; see the crate documentation.
 pub use cai_derive::export;
 pub use config::ExportOptions;
 #[cfg(feature = "driver")]

@@ -1,15 +1,9 @@
-use cai_core::{ArrayInterface, CudaArrayInterface};
+use cai_core::ArrayInterface;
 
 #[derive(ArrayInterface)]
 struct Host {
     #[cai(data)]
     name: String,
-}
-
-#[derive(CudaArrayInterface)]
-struct Device {
-    #[cai(data)]
-    values: Vec<f32>,
 }
 
 fn main() {}

@@ -3,7 +3,7 @@ use cai_core::ArrayInterface;
 #[derive(ArrayInterface)]
 #[cai(version = 3, version = 2)]
 struct Signal {
-    #[cai(data, data)]
+    #[cai(data)]
     samples: Vec<f32>,
 }
 

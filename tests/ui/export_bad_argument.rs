@@ -10,11 +10,12 @@ struct Buffer {
 
 #[cai_py::export(device)]
 #[pymethods]
-impl Buffer {}
-
-#[cai_py::export]
 impl Buffer {
-    fn helper(&self) {}
+    fn len(&self) -> usize {
+        0
+    }
 }
 
-fn main() {}
+fn main() {
+    let _ = Buffer::len;
+}

@@ -3,7 +3,7 @@ use cai_core::ArrayInterface;
 #[derive(ArrayInterface)]
 #[cai(read_only)]
 struct Signal {
-    #[cai(dat)]
+    #[cai(data)]
     samples: Vec<f32>,
 }
 

@@ -1,0 +1,9 @@
+use cai_core::CudaArrayInterface;
+
+#[derive(CudaArrayInterface)]
+enum Either {
+    Left,
+    Right,
+}
+
+fn main() {}
