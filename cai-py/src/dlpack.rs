@@ -437,6 +437,12 @@ impl Drop for DLPackTensor {
     }
 }
 
+impl DLPackTensor {
+    fn is_versioned(&self) -> bool {
+        matches!(self.taken, Taken::Versioned(_))
+    }
+}
+
 #[pymethods]
 impl DLPackTensor {
     fn __repr__(&self) -> &'static str {
@@ -453,6 +459,9 @@ pub(crate) struct Imported {
     /// The [`DLPackTensor`] the views keep alive.
     pub(crate) owner: Py<PyAny>,
     pub(crate) memory: Memory,
+    /// Whether the capsule was a versioned one, which says whether the memory is
+    /// read-only; a legacy capsule cannot (JAX's immutable arrays come in one).
+    pub(crate) versioned: bool,
 }
 
 fn memory_of(device: DLDevice) -> PyResult<Memory> {
@@ -538,8 +547,9 @@ fn import_from(
         Err(e) => return Err(e),
     };
     let owner = take(&capsule)?;
-    let parsed = read_tensor(&owner, memory, stream)?;
-    Ok(Ok(Imported { parsed, owner: owner.into_any().unbind(), memory }))
+    let parsed = read_tensor(&owner, reported, stream)?;
+    let versioned = owner.get().is_versioned();
+    Ok(Ok(Imported { parsed, owner: owner.into_any().unbind(), memory, versioned }))
 }
 
 /// Whether `obj` is exactly a NumPy array (not a subclass): the type is recognized by name
@@ -551,7 +561,10 @@ pub(crate) fn is_numpy_array(obj: &Bound<'_, PyAny>) -> bool {
     if let Some(known) = NDARRAY.get(py) {
         return ty.is(known.bind(py));
     }
-    let found = ty.fully_qualified_name().is_ok_and(|n| n.to_str().is_ok_and(|n| n == "numpy.ndarray"));
+    // NumPy's ndarray is a static type: a Python class that calls itself so is not.
+    // SAFETY: reading the flags of a live type object.
+    let heap = unsafe { ffi::PyType_GetFlags(ty.as_ptr().cast()) } & ffi::Py_TPFLAGS_HEAPTYPE != 0;
+    let found = !heap && ty.fully_qualified_name().is_ok_and(|n| n.to_str().is_ok_and(|n| n == "numpy.ndarray"));
     if found {
         let _ = NDARRAY.set(py, ty.unbind());
     }
@@ -578,8 +591,9 @@ pub(crate) fn import_numpy(obj: &Bound<'_, PyAny>) -> PyResult<Option<Imported>>
         Err(_) => return Ok(None),
     };
     let owner = take(&capsule)?;
-    let parsed = read_tensor(&owner, Memory::Host, None)?;
-    Ok(Some(Imported { parsed, owner: owner.into_any().unbind(), memory: Memory::Host }))
+    let parsed = read_tensor(&owner, DLDevice { device_type: device_type::CPU, device_id: 0 }, None)?;
+    let versioned = owner.get().is_versioned();
+    Ok(Some(Imported { parsed, owner: owner.into_any().unbind(), memory: Memory::Host, versioned }))
 }
 
 /// Takes the tensor out of a capsule (renaming it `used_...`), into a [`DLPackTensor`].
@@ -624,7 +638,9 @@ fn take<'py>(capsule: &Bound<'py, PyAny>) -> PyResult<Bound<'py, DLPackTensor>> 
     Bound::new(py, DLPackTensor { taken })
 }
 
-fn read_tensor(owner: &Bound<'_, DLPackTensor>, memory: Memory, stream: Option<Stream>) -> PyResult<Parsed> {
+/// Reads a taken tensor that its producer's `__dlpack_device__` placed on `reported`.
+fn read_tensor(owner: &Bound<'_, DLPackTensor>, reported: DLDevice, stream: Option<Stream>) -> PyResult<Parsed> {
+    let memory = memory_of(reported)?;
     // SAFETY: the tensor is alive as long as `owner` (its deleter has not run), and the
     // producer may not change it once exported.
     let (tensor, readonly) = unsafe {
@@ -642,6 +658,18 @@ fn read_tensor(owner: &Bound<'_, DLPackTensor>, memory: Memory, stream: Option<S
             }
         }
     };
+    // The tensor says where its memory is: it must be where `__dlpack_device__` said, or
+    // host code could be handed device memory.
+    let actual = tensor.device;
+    let same_place =
+        memory_of(actual).ok() == Some(memory) && (memory == Memory::Host || actual.device_id == reported.device_id);
+    if !same_place {
+        return Err(buffer_error(format!(
+            "__dlpack__: the tensor is on {} but __dlpack_device__ said {}",
+            describe(actual),
+            describe(reported)
+        )));
+    }
     let typestr = dlpack::typestr(tensor.dtype).map_err(|e| buffer_error(format!("dtype: {e}")))?;
     let ndim = usize::try_from(tensor.ndim).ok().filter(|&n| n <= 64).ok_or_else(|| {
         PyValueError::new_err(format!("ndim: {} is not a number of dimensions cai reads (0 to 64)", tensor.ndim))

@@ -219,17 +219,16 @@ pub(crate) fn read<T: Element, D: Dimension, A: Access>(
         Memory::Device => "the device",
         Memory::Host => "the host",
     };
-    // NumPy's arrays are read through DLPack: the same array, a tenth of the cost.
+    // NumPy's arrays are read through DLPack: the same array, a third of the cost.
     if memory == Memory::Host && crate::dlpack::is_numpy_array(object) {
         if let Some(imported) = crate::dlpack::import_numpy(object)? {
-            check::<T, D, A>(&imported.parsed, memory)?;
-            return Ok((imported.parsed, Some(imported.owner)));
+            return checked_dlpack::<T, D, A>(object, imported, memory);
         }
     }
     let read = match parse::attribute(object, own)? {
         Some(value) => (parse::parse(&value, own)?, None),
         None if crate::dlpack::offers(object)? => match crate::dlpack::import_memory(object, stream, None, memory)? {
-            Ok(imported) => (imported.parsed, Some(imported.owner)),
+            Ok(imported) => return checked_dlpack::<T, D, A>(object, imported, memory),
             Err(_) => {
                 let message = format!(
                     "expected {}, received {} whose DLPack device is {other_memory} memory (take it with a \
@@ -263,6 +262,28 @@ pub(crate) fn read<T: Element, D: Dimension, A: Access>(
     Ok(read)
 }
 
+/// Checks an array read through DLPack. A read-write argument needs a versioned capsule:
+/// a legacy one cannot say that the memory is read-only (JAX's immutable arrays come in
+/// legacy capsules), so writing through it could change an array that must not change.
+fn checked_dlpack<T: Element, D: Dimension, A: Access>(
+    object: &Bound<'_, PyAny>,
+    imported: crate::dlpack::Imported,
+    memory: Memory,
+) -> PyResult<(Parsed, Option<Py<PyAny>>)> {
+    check::<T, D, A>(&imported.parsed, memory)?;
+    if A::WRITABLE && !imported.versioned {
+        return Err(Problem::buffer_error(format!(
+            "expected {}, received {} through a legacy DLPack capsule, which cannot say whether the memory may be \
+             written; a writing argument needs a DLPack 1.0 producer or an array interface (pass a copy, such as \
+             numpy.array(x))",
+            expectation::<T, D, A>(memory),
+            received(object)?
+        ))
+        .into());
+    }
+    Ok((imported.parsed, Some(imported.owner)))
+}
+
 /// Checks `parsed` against what `T`, `D` and `A` ask for.
 pub(crate) fn check<T: Element, D: Dimension, A: Access>(parsed: &Parsed, memory: Memory) -> PyResult<()> {
     let d = &parsed.descriptor;
@@ -284,6 +305,15 @@ pub(crate) fn check<T: Element, D: Dimension, A: Access>(parsed: &Parsed, memory
             d.strides.as_deref().unwrap_or_default(),
             d.itemsize(),
             T::TYPESTR
+        ))
+        .into());
+    }
+    if parsed.mask.is_some() || d.mask.is_some() {
+        return Err(Problem::value_error(format!(
+            "mask: expected {} without a mask, received {} with one; a typed argument reads every element, so \
+             masked arrays are refused (pass the data and the mask as two arguments)",
+            expectation::<T, D, A>(memory),
+            describe(d)
         ))
         .into());
     }

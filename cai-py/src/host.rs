@@ -101,8 +101,9 @@ impl<'py, T: Element, D: Dimension, A: Access> PyHostArray<'py, T, D, A> {
     fn contiguous(&self, method: &str) -> PyResult<(*mut T, usize)> {
         let d = &self.argument.descriptor;
         let len = self.len();
-        if len == 0 {
-            return Ok((std::ptr::NonNull::<T>::dangling().as_ptr(), 0));
+        if len == 0 || std::mem::size_of::<T>() == 0 {
+            // No byte is read: any aligned pointer will do (the data pointer may be null).
+            return Ok((std::ptr::NonNull::<T>::dangling().as_ptr(), len));
         }
         if !d.is_c_contiguous() {
             return Err(Problem::value_error(format!(
@@ -231,7 +232,7 @@ fn visit(first: *const u8, dims: &[(usize, isize)], f: &mut dyn FnMut(*const u8)
 
 #[cfg(feature = "ndarray")]
 mod nd {
-    use ndarray::{ArrayView, ArrayViewMut, Axis, ShapeBuilder};
+    use ndarray::{ArrayView, ArrayViewMut, Axis, ShapeBuilder, StrideShape};
 
     use super::*;
     use crate::extract::{Ix, IxDyn};
@@ -260,7 +261,8 @@ mod nd {
     struct Layout {
         low: *mut u8,
         shape: Vec<usize>,
-        strides: Vec<usize>,
+        /// `None`: C order (for arrays that reach no byte).
+        strides: Option<Vec<usize>>,
         flipped: Vec<usize>,
     }
 
@@ -269,10 +271,11 @@ mod nd {
             let d = &self.argument.descriptor;
             let shape = d.shape.clone();
             let elements = self.element_strides();
-            if shape.contains(&0) {
-                let strides = vec![0; shape.len()];
+            if shape.contains(&0) || std::mem::size_of::<T>() == 0 {
+                // No byte is read: C-order strides from an aligned dangling pointer (the
+                // data pointer may be null), which ndarray accepts for any shape.
                 let low = std::ptr::NonNull::<T>::dangling().as_ptr().cast();
-                return Ok(Layout { low, shape, strides, flipped: Vec::new() });
+                return Ok(Layout { low, shape, strides: None, flipped: Vec::new() });
             }
             self.aligned(method)?;
             if exclusive && overlaps(&shape, &elements) {
@@ -297,11 +300,12 @@ mod nd {
             let dims: Vec<(usize, isize)> = shape.iter().copied().zip(byte_strides.iter().copied()).collect();
             valid_values::<T>(d.data as *const u8, &dims, method)?;
             let flipped = (0..shape.len()).filter(|&i| elements[i] < 0).collect();
-            let strides = elements.iter().map(|s| s.unsigned_abs()).collect();
+            let strides = Some(elements.iter().map(|s| s.unsigned_abs()).collect());
             Ok(Layout { low, shape, strides, flipped })
         }
 
-        fn nd_shape(layout: &Layout) -> (D::Nd, D::Nd) {
+        /// The shape and strides as `ndarray` takes them.
+        fn nd_shape(layout: &Layout) -> StrideShape<D::Nd> {
             // Extraction checked the number of dimensions against `D`, which is `D::Nd`'s.
             let dim = |values: &[usize]| {
                 use ndarray::Dimension as _;
@@ -309,19 +313,22 @@ mod nd {
                 dim.slice_mut().copy_from_slice(values);
                 dim
             };
-            (dim(&layout.shape), dim(&layout.strides))
+            match &layout.strides {
+                Some(strides) => dim(&layout.shape).strides(dim(strides)),
+                None => dim(&layout.shape).into(),
+            }
         }
 
         /// The array as an `ndarray` view with its own strides (negative and zero strides
         /// included); `ValueError` for memory not aligned for `T`. Feature `ndarray`.
         pub fn as_array(&self) -> PyResult<ArrayView<'_, T, D::Nd>> {
             let layout = self.layout("as_array", false)?;
-            let (shape, strides) = Self::nd_shape(&layout);
+            let shape = Self::nd_shape(&layout);
             // SAFETY: validation checked that every element lies in the array's memory,
             // kept alive by the held object for `&self`; `low` is the lowest-addressed
             // element (aligned, non-null) and the strides are non-negative, as
             // `from_shape_ptr` requires; values were checked to be valid `T`s.
-            let mut view = unsafe { ArrayView::from_shape_ptr(shape.strides(strides), layout.low.cast::<T>()) };
+            let mut view = unsafe { ArrayView::from_shape_ptr(shape, layout.low.cast::<T>()) };
             for axis in layout.flipped {
                 view.invert_axis(Axis(axis));
             }
@@ -334,11 +341,11 @@ mod nd {
         /// two indices (`ValueError`). Feature `ndarray`.
         pub fn as_array_mut(&mut self) -> PyResult<ArrayViewMut<'_, T, D::Nd>> {
             let layout = self.layout("as_array_mut", true)?;
-            let (shape, strides) = Self::nd_shape(&layout);
+            let shape = Self::nd_shape(&layout);
             // SAFETY: as in `as_array`; besides, the array is writable, `&mut self` is the
             // only Rust access, no element is reached twice, and the registry refused any
             // other argument of this call sharing the bytes.
-            let mut view = unsafe { ArrayViewMut::from_shape_ptr(shape.strides(strides), layout.low.cast::<T>()) };
+            let mut view = unsafe { ArrayViewMut::from_shape_ptr(shape, layout.low.cast::<T>()) };
             for axis in layout.flipped {
                 view.invert_axis(Axis(axis));
             }

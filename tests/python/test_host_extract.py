@@ -295,3 +295,90 @@ def test_numpy_arrays_read_fast_agree_with_the_interface(make):
     if x.size == 0:  # an empty array's strides mean nothing: NumPy exports zeros through DLPack
         fast, interface = fast[:2] + fast[3:], interface[:2] + interface[3:]
     assert fast == interface
+
+
+def test_empty_mutable_views_of_any_rank():
+    for shape in [(0,), (3, 0), (2, 0, 2), (0, 4)]:
+        fx.host_nd_number(np.zeros(shape, dtype=np.int64))
+        assert fx.host_nd_elements(np.zeros(shape, dtype=np.int64)) == []
+
+
+def test_zero_size_records_with_a_null_pointer_read_no_memory():
+    desc = {"shape": (4,), "typestr": "|V0", "descr": [("none", "<f4", (0,))], "data": (0, False), "version": 3}
+    assert fx.host_zero_size(Producer(desc, host=True)) == (4, 4)
+
+
+def test_masked_arrays_are_refused_by_typed_arguments():
+    data = np.arange(3.0)
+    mask = np.array([True, False, True])
+    masked = dict(data.__array_interface__, mask=mask, version=3)
+    with pytest.raises(ValueError, match="mask: expected a host array of '<f8' without a mask"):
+        fx.host_sum(Producer(masked, host=True))
+    device = cai_dict(shape=(3,), typestr="<f4", mask=Producer(cai_dict(shape=(3,), typestr="|b1")))
+    with pytest.raises(ValueError, match="mask: expected a CUDA array of '<f4' without a mask"):
+        fx.describe_f32(Producer(device))
+
+
+class LegacyOnly(OnlyDLPack):
+    """Offers an array through a legacy DLPack capsule alone (as JAX does)."""
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__()
+
+
+def test_a_legacy_capsule_is_read_but_never_written():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert fx.host_describe(LegacyOnly(x))[1] == [2, 3]
+    with pytest.raises(BufferError, match="legacy DLPack capsule, which cannot say whether the memory may be written"):
+        fx.host_scale(LegacyOnly(x), 2.0)
+    assert x.tolist() == [[0, 1, 2], [3, 4, 5]]
+
+
+def test_jax_arrays_are_not_written_through():
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    j = jax.device_put(jnp.arange(4, dtype=jnp.float32).reshape(2, 2), jax.devices("cpu")[0])
+    try:
+        fx.host_scale(j, 10.0)
+    except BufferError:
+        pass  # a legacy capsule (JAX up to now) or a read-only versioned one
+    assert np.asarray(j).tolist() == [[0, 1], [2, 3]]
+
+
+def test_a_tensor_somewhere_else_than_its_producer_said_is_refused():
+    device_view = cai.from_cuda_array_interface(cai_dict(shape=(3,), typestr="<f8"), check_pointers=False)
+
+    class Liar:
+        def __dlpack_device__(self):
+            return (1, 0)  # says host memory
+
+        def __dlpack__(self, **kwargs):
+            return device_view.__dlpack__(stream=-1, max_version=(1, 0))  # hands over CUDA memory
+
+    before = cai.configure()
+    cai.configure(check_pointers=False)  # the device export of a made-up pointer
+    try:
+        with pytest.raises(BufferError, match=r"the tensor is on \(kDLCUDA, 0\) but __dlpack_device__ said \(kDLCPU, 0\)"):
+            fx.host_sum(Liar())
+    finally:
+        cai.configure(**before)
+
+
+def test_a_python_class_that_calls_itself_numpy_ndarray_is_not_numpy():
+    script = textwrap.dedent(
+        """
+        import numpy as np
+        import cai_fixtures as fx
+        Fake = type("ndarray", (), {"__module__": "numpy",
+                                    "__dlpack_device__": lambda self: (2, 0),
+                                    "__dlpack__": lambda self, **kw: 1 / 0})
+        try:
+            fx.host_sum(Fake())
+        except TypeError as e:
+            assert "DLPack device is CUDA memory" in str(e), e
+        assert fx.host_sum(np.arange(4.0)) == 6.0
+        print("ok")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

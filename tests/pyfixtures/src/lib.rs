@@ -681,6 +681,19 @@ fn host_describe(x: PyHostArrayRo<'_, f32, Ix2>) -> (usize, [usize; 2], Vec<isiz
     (x.address(), x.dims(), x.strides().to_vec(), x.readonly(), x.len())
 }
 
+/// A record of no bytes (`|V0`): its arrays reach no memory, whatever their length.
+#[derive(Clone, Copy, Debug, Element)]
+#[repr(C)]
+struct Nothing {
+    none: [f32; 0],
+}
+
+/// `(len of as_slice, len of as_array)` of an array of zero-size records.
+#[pyfunction]
+fn host_zero_size(x: PyHostArrayRo<'_, Nothing>) -> PyResult<(usize, usize)> {
+    Ok((x.as_slice()?.len(), x.as_array()?.len()))
+}
+
 /// The shape of a host array of f32 of any dimensions (its memory is not read).
 #[pyfunction]
 fn host_shape_f32(x: PyHostArrayRo<'_, f32>) -> Vec<usize> {
@@ -770,6 +783,7 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(host_sum, m)?)?;
     m.add_function(wrap_pyfunction!(host_describe, m)?)?;
     m.add_function(wrap_pyfunction!(host_shape_f32, m)?)?;
+    m.add_function(wrap_pyfunction!(host_zero_size, m)?)?;
     m.add_function(wrap_pyfunction!(host_scale, m)?)?;
     m.add_function(wrap_pyfunction!(host_add_into, m)?)?;
     m.add_function(wrap_pyfunction!(host_bools, m)?)?;
