@@ -7,7 +7,7 @@ use pyo3::types::{PyBool, PyDict};
 
 use crate::config::{self, Config};
 use crate::error::{received, Problem};
-use crate::parse::{self, must_propagate, Interface, Parsed};
+use crate::parse::{self, must_propagate, no_interface, Interface, Parsed};
 use crate::sync::{consume, Caller, ImportOptions};
 use crate::view::Core;
 
@@ -229,35 +229,27 @@ pub fn validate<'py>(obj: &Bound<'py, PyAny>, interface: Option<&str>) -> PyResu
             return Err(Problem::value_error(format!("interface: '{other}' is not 'cuda', 'host' or None")).into())
         }
     };
-    let labelled = |iface: Interface, findings: Vec<String>| match iface {
-        Interface::Cuda => findings,
-        Interface::Host => findings
-            .into_iter()
-            .map(|f| if f.starts_with(iface.attribute()) { f } else { format!("{}: {f}", iface.attribute()) })
-            .collect(),
-    };
     if obj.is_instance_of::<PyDict>() {
         let iface = if interface == Some("host") { Interface::Host } else { Interface::Cuda };
-        return Ok(labelled(iface, parse::findings(py, Ok(obj.clone()), iface)?));
+        return parse::findings(py, Ok(obj.clone()), iface);
     }
     for &iface in wanted {
-        let findings = match parse::attribute(obj, iface) {
-            Ok(Some(value)) => parse::findings(py, Ok(value), iface)?,
-            Ok(None) => continue,
+        match parse::attribute(obj, iface) {
+            Ok(Some(value)) => return parse::findings(py, Ok(value), iface),
+            Ok(None) => {}
             Err(e) if must_propagate(py, &e) => return Err(e),
-            Err(e) => parse::findings(py, Err(e), iface)?,
-        };
-        return Ok(labelled(iface, findings));
+            Err(e) => return parse::findings(py, Err(e), iface),
+        }
     }
-    let type_name = obj.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string());
-    Err(Problem::type_error(match wanted {
-        [only] => format!("{}: objects of type '{type_name}' do not export it", only.attribute()),
-        _ => format!(
-            "objects of type '{type_name}' export neither __cuda_array_interface__ nor __array_interface__ \
-             (DLPack producers are read by cai.from_dlpack)"
-        ),
-    })
-    .into())
+    match wanted {
+        [only] => Err(no_interface(obj, *only)),
+        _ => Err(Problem::type_error(format!(
+            "objects of type '{}' export neither __cuda_array_interface__ nor __array_interface__ (DLPack \
+             producers are read by cai.from_dlpack)",
+            crate::error::type_name(obj)
+        ))
+        .into()),
+    }
 }
 
 fn config_dict<'py>(py: Python<'py>, c: &Config) -> PyResult<Bound<'py, PyDict>> {

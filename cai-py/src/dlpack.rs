@@ -507,7 +507,7 @@ fn import_from(
     want: Option<Memory>,
 ) -> PyResult<Result<Imported, Memory>> {
     let py = obj.py();
-    let type_name = obj.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string());
+    let type_name = crate::error::type_name(obj);
     let Some(dlpack_method) = obj.getattr_opt(intern!(py, "__dlpack__"))? else {
         return Err(PyTypeError::new_err(format!("__dlpack__: objects of type '{type_name}' do not export it")));
     };

@@ -127,6 +127,11 @@ pub(crate) fn received(value: &Bound<'_, PyAny>) -> PyResult<String> {
     Ok(format!("{repr} ({type_name})"))
 }
 
+/// The name of `obj`'s type, or `?` when it cannot be read.
+pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string())
+}
+
 /// Integers as Python prints a tuple of them: `(3,)`, `(2, 3)`, `()`.
 pub(crate) fn py_tuple<T: std::fmt::Display>(items: &[T]) -> String {
     cai_core::PyTuple(items).to_string()

@@ -209,15 +209,24 @@ pub(crate) fn read<T: Element, D: Dimension, A: Access>(
     object: &Bound<'_, PyAny>,
     memory: Memory,
 ) -> PyResult<(Parsed, Option<Py<PyAny>>)> {
-    let (own, other, other_memory, other_kind, stream, other_argument) = match memory {
-        Memory::Device => {
-            (Interface::Cuda, Interface::Host, "host", "host", Some(Stream::LegacyDefault), "PyHostArray")
-        }
-        Memory::Host => (Interface::Host, Interface::Cuda, "CUDA", "device", None, "PyCudaArray"),
-    };
-    let to = match memory {
-        Memory::Device => "the device",
-        Memory::Host => "the host",
+    // What this memory's interface is, and what an argument of the other memory is told.
+    let (own, other, other_memory, stream, way_out, accepted) = match memory {
+        Memory::Device => (
+            Interface::Cuda,
+            Interface::Host,
+            "host",
+            Some(Stream::LegacyDefault),
+            "take it with a host array argument, PyHostArray, or copy it to the device first",
+            "an object with __cuda_array_interface__ or __dlpack__",
+        ),
+        Memory::Host => (
+            Interface::Host,
+            Interface::Cuda,
+            "CUDA",
+            None,
+            "take it with a device array argument, PyCudaArray, or copy it to the host first",
+            "an object with __array_interface__, such as a NumPy array, or a DLPack producer on the CPU",
+        ),
     };
     // NumPy's arrays are read through DLPack: the same array, a third of the cost.
     if memory == Memory::Host && crate::dlpack::is_numpy_array(object) {
@@ -231,8 +240,7 @@ pub(crate) fn read<T: Element, D: Dimension, A: Access>(
             Ok(imported) => return checked_dlpack::<T, D, A>(object, imported, memory),
             Err(_) => {
                 let message = format!(
-                    "expected {}, received {} whose DLPack device is {other_memory} memory (take it with a \
-                     {other_kind} array argument, {other_argument}, or copy it to {to} first)",
+                    "expected {}, received {} whose DLPack device is {other_memory} memory ({way_out})",
                     expectation::<T, D, A>(memory),
                     received(object)?
                 );
@@ -241,20 +249,12 @@ pub(crate) fn read<T: Element, D: Dimension, A: Access>(
         },
         None => {
             let hint = if parse::attribute(object, other)?.is_some() {
-                format!(
-                    " (it exports {}, {other_memory} memory: take it with a {other_kind} array argument, \
-                     {other_argument}, or copy it to {to} first)",
-                    other.attribute()
-                )
+                format!("it exports {}, {other_memory} memory: {way_out}", other.attribute())
             } else {
-                match memory {
-                    Memory::Device => " (an object with __cuda_array_interface__ or __dlpack__)".to_owned(),
-                    Memory::Host => " (an object with __array_interface__, such as a NumPy array, or a DLPack \
-                                     producer on the CPU)"
-                        .to_owned(),
-                }
+                accepted.to_owned()
             };
-            let message = format!("expected {}, received {}{hint}", expectation::<T, D, A>(memory), received(object)?);
+            let message =
+                format!("expected {}, received {} ({hint})", expectation::<T, D, A>(memory), received(object)?);
             return Err(Problem::type_error(message).into());
         }
     };

@@ -162,7 +162,7 @@ impl Drop for Nesting {
 
 /// The `TypeError` for an object without the interface attribute.
 pub(crate) fn no_interface(obj: &Bound<'_, PyAny>, iface: Interface) -> PyErr {
-    let type_name = obj.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string());
+    let type_name = crate::error::type_name(obj);
     Problem::type_error(format!("{}: objects of type '{type_name}' do not export it", iface.attribute())).into()
 }
 
@@ -190,12 +190,27 @@ pub(crate) fn parse(value: &Bound<'_, PyAny>, iface: Interface) -> PyResult<Pars
 }
 
 /// Every problem of an interface value (or of the exception reading it raised), as
-/// messages; only exceptions that [must propagate](must_propagate) are raised.
+/// messages; only exceptions that [must propagate](must_propagate) are raised. Findings
+/// about the host interface start with `__array_interface__: `, so that they say which
+/// interface was read.
 pub(crate) fn findings(py: Python<'_>, value: PyResult<Bound<'_, PyAny>>, iface: Interface) -> PyResult<Vec<String>> {
     let mut out = Vec::new();
     let _nesting = Nesting::enter(iface)?;
     match value {
-        Ok(value) => collect_value(&value, iface, &mut out)?,
+        Ok(value) => {
+            collect_value(&value, iface, &mut out)?;
+            if iface == Interface::Host {
+                // Findings about the attribute itself (not a dict, an unknown key) name it.
+                let label = |f: String| {
+                    if f.starts_with(iface.attribute()) {
+                        f
+                    } else {
+                        format!("{}: {f}", iface.attribute())
+                    }
+                };
+                out = out.into_iter().map(label).collect();
+            }
+        }
         Err(e) => out.push(format!("{}: reading the attribute raised {}", iface.attribute(), exception_text(py, e)?)),
     }
     Ok(out)
