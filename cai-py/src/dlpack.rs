@@ -13,15 +13,20 @@
 //! - Strides count elements.
 
 use std::ffi::{c_void, CStr};
+use std::mem::MaybeUninit;
 use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::OnceLock;
 
-use cai_core::dlpack::{self, device_type, flags, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLTensor};
+use cai_core::dlpack::{
+    self, device_type, flags, DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLTensor,
+};
 use cai_core::{Descriptor, Extent, Stream};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyDict, PyInt, PyTuple, PyType};
-use pyo3::{ffi, intern};
+use pyo3::types::{PyBool, PyDict, PyInt, PyString, PyTuple, PyType};
+use pyo3::{ffi, intern, Borrowed};
 
 use crate::error::{received, Problem};
 use crate::parse::Parsed;
@@ -49,6 +54,94 @@ pub(crate) struct Request<'a, 'py> {
     pub(crate) copy: Option<&'a Bound<'py, PyAny>>,
 }
 
+/// `__dlpack__`'s keywords, in the order of [`Request`]'s fields.
+const KEYWORDS: [&str; 4] = ["stream", "max_version", "dl_device", "copy"];
+
+/// [`KEYWORDS`] as interned Python strings, made once.
+fn interned_keywords(py: Python<'_>) -> &[Py<PyString>; 4] {
+    static NAMES: PyOnceLock<[Py<PyString>; 4]> = PyOnceLock::new();
+    NAMES.get_or_init(py, || KEYWORDS.map(|k| PyString::intern(py, k).unbind()))
+}
+
+/// For each keyword, the last name object that matched it by text and not by identity
+/// (NumPy's `from_dlpack` passes the same three strings of its own on every call), held
+/// by a strong reference: while it is held, an object at that address is that string.
+static SEEN: [AtomicPtr<ffi::PyObject>; 4] = [const { AtomicPtr::new(ptr::null_mut()) }; 4];
+
+/// Makes `name` the remembered object of keyword `index`, releasing the one it replaces.
+fn remember(index: usize, name: &Borrowed<'_, '_, PyAny>) {
+    let held = Borrowed::to_owned(*name).into_ptr();
+    let old = SEEN[index].swap(held, Ordering::AcqRel);
+    if !old.is_null() {
+        // SAFETY: `old` is the strong reference this table held, released once, by the
+        // call that replaced it, with the GIL held.
+        unsafe { ffi::Py_DecRef(old) };
+    }
+}
+
+/// The arguments of a `__dlpack__` called the METH_FASTCALL way, in the order of
+/// [`Request`]'s fields. All four are keyword-only: a positional argument, an unknown
+/// keyword or a repeated one is a `TypeError`, as Python's own signature check says it.
+///
+/// Keywords are matched by identity: with the interned names (a call written in Python
+/// passes those very strings), or with the names last matched by text ([`SEEN`]).
+///
+/// # Safety
+///
+/// `args`, `nargs` and `kwnames` are what CPython passes to a METH_FASTCALL |
+/// METH_KEYWORDS method: `nargs` positional values, then one value for each name of the
+/// `kwnames` tuple (null when there is none), all borrowed for the call.
+pub(crate) unsafe fn fastcall_arguments<'a, 'py>(
+    py: Python<'py>,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> PyResult<[Option<Borrowed<'a, 'py, PyAny>>; 4]> {
+    if nargs != 0 {
+        return Err(PyTypeError::new_err(format!("__dlpack__() takes 0 positional arguments but {nargs} were given")));
+    }
+    let mut out = [None; 4];
+    if kwnames.is_null() {
+        return Ok(out);
+    }
+    let interned = interned_keywords(py);
+    // SAFETY: a non-null `kwnames` is a tuple (of str) that CPython holds for the call.
+    let count = unsafe { ffi::PyTuple_Size(kwnames) };
+    for i in 0..count.max(0) {
+        // SAFETY: as above; the item is borrowed from the tuple, non-null below its size.
+        let name = unsafe { Borrowed::from_ptr(py, ffi::PyTuple_GetItem(kwnames, i)) };
+        let index = interned
+            .iter()
+            .position(|k| k.as_ptr() == name.as_ptr())
+            .or_else(|| SEEN.iter().position(|seen| seen.load(Ordering::Acquire) == name.as_ptr()))
+            .or_else(|| {
+                let string = name.cast::<PyString>().ok()?;
+                let text = string.to_str().ok()?;
+                let index = KEYWORDS.iter().position(|k| *k == text)?;
+                remember(index, &name);
+                Some(index)
+            });
+        let Some(index) = index else {
+            // CPython's calls pass str names; a C caller's other object is named by repr.
+            let text = match name.cast::<PyString>() {
+                Ok(s) => format!("'{}'", s.to_string_lossy()),
+                Err(_) => received(&name)?,
+            };
+            return Err(PyTypeError::new_err(format!("__dlpack__() got an unexpected keyword argument {text}")));
+        };
+        if out[index].is_some() {
+            return Err(PyTypeError::new_err(format!(
+                "__dlpack__() got multiple values for argument '{}'",
+                KEYWORDS[index]
+            )));
+        }
+        // SAFETY: the value of keyword `i` follows the `nargs` (zero) positional values in
+        // `args`, borrowed for the call.
+        out[index] = Some(unsafe { Borrowed::from_ptr(py, *args.offset(i)) });
+    }
+    Ok(out)
+}
+
 fn buffer_error(message: String) -> PyErr {
     Problem::buffer_error(message).into()
 }
@@ -57,16 +150,38 @@ fn some<'a, 'py>(v: Option<&'a Bound<'py, PyAny>>) -> Option<&'a Bound<'py, PyAn
     v.filter(|v| !v.is_none())
 }
 
-fn int_pair(value: &Bound<'_, PyAny>, what: &str) -> PyResult<(i64, i64)> {
-    // The usual case, a tuple of two ints, without running any Python code.
-    if let Ok(t) = value.cast_exact::<PyTuple>() {
-        if let (2, Ok(a), Ok(b)) = (t.len(), t.get_borrowed_item(0), t.get_borrowed_item(1)) {
-            if let (Ok(a), Ok(b)) = (a.cast_exact::<PyInt>(), b.cast_exact::<PyInt>()) {
-                if let (Ok(a), Ok(b)) = (a.extract::<i64>(), b.extract::<i64>()) {
-                    return Ok((a, b));
-                }
+/// A tuple of exactly two exact ints that fit in 64 bits, read without running Python
+/// code or making an exception; `None` for anything else. (Every consumer passes
+/// `max_version` so; this path is a tenth of a generic extraction's cost.)
+#[inline]
+fn exact_int_pair(value: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
+    if !value.is_exact_instance_of::<PyTuple>() {
+        return None;
+    }
+    let item = |i| {
+        // SAFETY: `value` is a live tuple; PyTuple_GetItem of an index below its size
+        // returns a borrowed, non-null item, which is only read here.
+        unsafe {
+            let item = ffi::PyTuple_GetItem(value.as_ptr(), i);
+            if ffi::Py_TYPE(item) != std::ptr::addr_of_mut!(ffi::PyLong_Type) {
+                return None;
             }
+            // An exact int runs no code and can only overflow, which sets no exception.
+            let mut overflow = 0;
+            let n = ffi::PyLong_AsLongLongAndOverflow(item, &mut overflow);
+            (overflow == 0).then_some(n)
         }
+    };
+    // SAFETY: `value` is a live tuple.
+    if unsafe { ffi::PyTuple_Size(value.as_ptr()) } != 2 {
+        return None;
+    }
+    Some((item(0)?, item(1)?))
+}
+
+fn int_pair(value: &Bound<'_, PyAny>, what: &str) -> PyResult<(i64, i64)> {
+    if let Some(pair) = exact_int_pair(value) {
+        return Ok(pair);
     }
     let bad = || -> PyResult<PyErr> {
         Ok(PyTypeError::new_err(format!("{what}: expected a tuple of two ints, received {}", received(value)?)))
@@ -89,15 +204,17 @@ fn int_pair(value: &Bound<'_, PyAny>, what: &str) -> PyResult<(i64, i64)> {
     Ok((out[0], out[1]))
 }
 
+/// The array API's default stream: the legacy default stream for CUDA, none on the host.
+fn default_stream(memory: Memory) -> Option<Stream> {
+    match memory {
+        Memory::Device => Some(Stream::LegacyDefault),
+        Memory::Host => None,
+    }
+}
+
 /// The consumer's `stream` for an export: `None` for no ordering.
 fn export_stream(value: Option<&Bound<'_, PyAny>>, memory: Memory) -> PyResult<Option<Stream>> {
-    let Some(value) = some(value) else {
-        // The array API's default: the legacy default stream for CUDA, nothing on the host.
-        return Ok(match memory {
-            Memory::Device => Some(Stream::LegacyDefault),
-            Memory::Host => None,
-        });
-    };
+    let Some(value) = some(value) else { return Ok(default_stream(memory)) };
     if memory == Memory::Host {
         return Err(buffer_error(format!(
             "stream: host memory is exported with stream=None, received {}",
@@ -146,10 +263,41 @@ fn describe(device: DLDevice) -> String {
     format!("({}, {})", dlpack::device_type_name(device.device_type), device.device_id)
 }
 
+/// Host memory, as DLPack names it.
+const HOST: DLDevice = DLDevice { device_type: device_type::CPU, device_id: 0 };
+
+/// What a `__dlpack__` call asks for.
+struct Wanted {
+    /// A versioned capsule (`max_version` 1.0 or later).
+    versioned: bool,
+    copy: Option<bool>,
+    /// The stream to order the export before; `None` for none.
+    stream: Option<Stream>,
+    /// The device asked for, when one was.
+    device: Option<DLDevice>,
+}
+
+impl Wanted {
+    fn read(request: &Request<'_, '_>, memory: Memory) -> PyResult<Wanted> {
+        // The usual call (NumPy's and JAX's `from_dlpack`): only `max_version`, a tuple of
+        // two ints, the others absent or None.
+        let usual = some(request.stream).is_none() && some(request.dl_device).is_none() && some(request.copy).is_none();
+        if let (true, Some((major, _))) = (usual, request.max_version.and_then(exact_int_pair)) {
+            return Ok(Wanted { versioned: major >= 1, copy: None, stream: default_stream(memory), device: None });
+        }
+        Ok(Wanted {
+            versioned: max_version(request.max_version)?.is_some_and(|(major, _)| major >= 1),
+            copy: copy_flag(request.copy)?,
+            stream: export_stream(request.stream, memory)?,
+            device: dl_device(request.dl_device)?,
+        })
+    }
+}
+
 /// `__dlpack_device__` of an array.
 pub(crate) fn device(py: Python<'_>, descriptor: &Descriptor, extent: Extent, memory: Memory) -> PyResult<DLDevice> {
     match memory {
-        Memory::Host => Ok(DLDevice { device_type: device_type::CPU, device_id: 0 }),
+        Memory::Host => Ok(HOST),
         Memory::Device => {
             let check = crate::config::get(py)?.check_pointers;
             export_device(py, descriptor.data, extent.is_empty(), check)
@@ -166,9 +314,12 @@ const INLINE_DIMS: usize = 8;
 #[repr(C)]
 struct Export<M> {
     managed: M,
-    inline: [i64; 2 * INLINE_DIMS],
+    /// The shape and strides of an array of up to [`INLINE_DIMS`] dimensions; only the
+    /// first `2 * ndim` are written.
+    inline: [MaybeUninit<i64>; 2 * INLINE_DIMS],
     spilled: Option<Box<[i64]>>,
-    _owner: Option<Py<PyAny>>,
+    /// A strong reference, released by [`delete`].
+    owner: ptr::NonNull<ffi::PyObject>,
     _copy: Option<Copied>,
 }
 
@@ -176,12 +327,17 @@ struct Export<M> {
 trait Managed: Sized {
     /// The capsule's name while the tensor is not taken.
     const NAME: &'static CStr;
+    /// A tensor of ours, deleted by [`delete`]; a legacy one has no flags.
+    fn new(tensor: DLTensor, flags: u64) -> Self;
     fn tensor(&mut self) -> &mut DLTensor;
     fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)>;
 }
 
 impl Managed for DLManagedTensor {
     const NAME: &'static CStr = DLTENSOR;
+    fn new(dl_tensor: DLTensor, _flags: u64) -> Self {
+        DLManagedTensor { dl_tensor, manager_ctx: ptr::null_mut(), deleter: Some(delete::<DLManagedTensor>) }
+    }
     fn tensor(&mut self) -> &mut DLTensor {
         &mut self.dl_tensor
     }
@@ -192,6 +348,15 @@ impl Managed for DLManagedTensor {
 
 impl Managed for DLManagedTensorVersioned {
     const NAME: &'static CStr = VERSIONED;
+    fn new(dl_tensor: DLTensor, flags: u64) -> Self {
+        DLManagedTensorVersioned {
+            version: dlpack::VERSION,
+            manager_ctx: ptr::null_mut(),
+            deleter: Some(delete::<DLManagedTensorVersioned>),
+            flags,
+            dl_tensor,
+        }
+    }
     fn tensor(&mut self) -> &mut DLTensor {
         &mut self.dl_tensor
     }
@@ -214,11 +379,21 @@ unsafe fn call_deleter<M: Managed>(tensor: *mut M) {
     }
 }
 
-/// Drops an export, attached to the interpreter so that the exporting object is released
-/// at once (a consumer may call the deleter from a thread that does not hold the GIL: it
-/// is taken, as NumPy's deleter does; during shutdown the release is left to pyo3's pool).
-fn release<M>(export: Box<Export<M>>) {
-    let _ = Python::try_attach(move |_| drop(export));
+/// Releases an export's strong reference to its exporting object. A consumer may call the
+/// deleter from a thread that does not hold the GIL, so it is taken, as NumPy's deleter
+/// takes it (when the thread holds it already, that is a check of a thread-local); once
+/// the interpreter is finalized no Python code may run, and the reference is left.
+fn release_owner(owner: ptr::NonNull<ffi::PyObject>) {
+    // SAFETY: `owner` is a strong reference the export owns, released once, here, with
+    // the GIL held.
+    unsafe {
+        if ffi::Py_IsInitialized() == 0 {
+            return;
+        }
+        let state = ffi::PyGILState_Ensure();
+        ffi::Py_DecRef(owner.as_ptr());
+        ffi::PyGILState_Release(state);
+    }
 }
 
 /// The deleter of a tensor made by [`export`].
@@ -227,7 +402,11 @@ unsafe extern "C" fn delete<M>(tensor: *mut M) {
         // SAFETY: the tensor is the first field of an `Export` made by `Box::into_raw` in
         // `boxed`, and the deleter runs once (the protocol's rule, which our capsule
         // destructor follows).
-        release(unsafe { Box::from_raw(tensor.cast::<Export<M>>()) });
+        let export = unsafe { Box::from_raw(tensor.cast::<Export<M>>()) };
+        let owner = export.owner;
+        // The shape and a copy's memory are freed without the interpreter.
+        drop(export);
+        release_owner(owner);
     }
 }
 
@@ -243,44 +422,101 @@ unsafe extern "C" fn capsule_destructor<M: Managed>(capsule: *mut ffi::PyObject)
     }
 }
 
-/// Boxes an export of `managed` (whose tensor's shape and strides are set here) and
-/// returns the pointer a capsule holds.
-fn boxed<M: Managed>(managed: M, descriptor: &Descriptor, owner: Py<PyAny>, copy: Option<Copied>) -> PyResult<*mut M> {
-    let ndim = descriptor.ndim();
-    let mut export = Box::new(Export {
-        managed,
-        inline: [0; 2 * INLINE_DIMS],
-        spilled: (ndim > INLINE_DIMS).then(|| vec![0; 2 * ndim].into_boxed_slice()),
-        _owner: Some(owner),
-        _copy: copy,
-    });
-    let dims: &mut [i64] = match &mut export.spilled {
-        Some(b) => b,
-        None => &mut export.inline[..2 * ndim],
-    };
-    let (shape, strides) = dims.split_at_mut(ndim);
-    for (slot, &n) in shape.iter_mut().zip(&descriptor.shape) {
-        *slot =
-            i64::try_from(n).map_err(|_| buffer_error(format!("shape: dimension {n} does not fit DLPack's int64")))?;
+/// What an export's tensor takes from the array alone: its DLPack type, and its shape
+/// and strides in elements. A view computes it at its first export and keeps it (a view
+/// never changes); other exporters compute it on each.
+#[derive(Debug)]
+pub(crate) struct Layout {
+    dtype: DLDataType,
+    /// The shape, then the strides.
+    dims: Box<[i64]>,
+}
+
+impl Layout {
+    /// The layout of `descriptor`, or the `BufferError` of an array DLPack cannot carry.
+    fn of(descriptor: &Descriptor) -> PyResult<Layout> {
+        let dtype = dlpack::data_type(&descriptor.typestr).map_err(|e| buffer_error(format!("typestr: {e}")))?;
+        let ndim = descriptor.ndim();
+        let mut dims = vec![0; 2 * ndim].into_boxed_slice();
+        let (shape, strides) = dims.split_at_mut(ndim);
+        for (slot, &n) in shape.iter_mut().zip(&descriptor.shape) {
+            *slot = i64::try_from(n)
+                .map_err(|_| buffer_error(format!("shape: dimension {n} does not fit DLPack's int64")))?;
+        }
+        dlpack::write_element_strides(descriptor, strides).map_err(|e| buffer_error(format!("strides: {e}")))?;
+        Ok(Layout { dtype, dims })
     }
-    dlpack::write_element_strides(descriptor, strides).map_err(|e| buffer_error(format!("strides: {e}")))?;
-    let (shape, strides) = (shape.as_mut_ptr(), strides.as_mut_ptr());
-    let tensor = export.managed.tensor();
-    tensor.shape = shape;
-    tensor.strides = strides;
-    Ok(Box::into_raw(export).cast::<M>())
+
+    /// The layout kept in `cache`, computed into it at first; computed for this export
+    /// alone without a cache. Failures are not kept.
+    fn get<'a>(
+        descriptor: &Descriptor,
+        cache: Option<&'a OnceLock<Layout>>,
+        scratch: &'a mut Option<Layout>,
+    ) -> PyResult<&'a Layout> {
+        match cache {
+            Some(cell) => match cell.get() {
+                Some(layout) => Ok(layout),
+                None => {
+                    let layout = Layout::of(descriptor)?;
+                    Ok(cell.get_or_init(|| layout))
+                }
+            },
+            None => Ok(scratch.insert(Layout::of(descriptor)?)),
+        }
+    }
+
+    fn ndim(&self) -> usize {
+        self.dims.len() / 2
+    }
+}
+
+/// Boxes an export of `managed` (whose tensor's shape and strides are set here, from
+/// `layout`) and returns the pointer a capsule holds. The export owns `owner` from here.
+fn boxed<M: Managed>(mut managed: M, layout: &Layout, owner: Py<PyAny>, copy: Option<Copied>) -> *mut M {
+    let ndim = layout.ndim();
+    // Written in place: an export is a few hundred bytes, and moving it into the box
+    // costs as much as the rest of making it.
+    let mut export = Box::<Export<M>>::new_uninit();
+    let p = export.as_mut_ptr();
+    // SAFETY: `p` points at the box's memory; every field but `inline` is written here,
+    // and `inline`'s `MaybeUninit` items need no initialisation, so the export is whole
+    // when `assume_init` runs. The shape and strides point into the box (or at the
+    // spilled slice it owns), which does not move until `delete` frees it.
+    unsafe {
+        let dims: *mut i64 = if ndim > INLINE_DIMS {
+            let mut spilled = layout.dims.clone();
+            let dims = spilled.as_mut_ptr();
+            ptr::addr_of_mut!((*p).spilled).write(Some(spilled));
+            dims
+        } else {
+            ptr::addr_of_mut!((*p).spilled).write(None);
+            let dims = ptr::addr_of_mut!((*p).inline).cast::<i64>();
+            ptr::copy_nonoverlapping(layout.dims.as_ptr(), dims, 2 * ndim);
+            dims
+        };
+        // The export owns the reference from here; `delete` releases it.
+        ptr::addr_of_mut!((*p).owner).write(ptr::NonNull::new_unchecked(owner.into_ptr()));
+        ptr::addr_of_mut!((*p)._copy).write(copy);
+        let tensor = managed.tensor();
+        tensor.shape = dims;
+        tensor.strides = dims.add(ndim);
+        ptr::addr_of_mut!((*p).managed).write(managed);
+        Box::into_raw(export.assume_init()).cast::<M>()
+    }
 }
 
 /// A capsule holding an export of `managed`, or the error of making it (the export is
 /// then freed).
 fn capsule<'py, M: Managed>(
     py: Python<'py>,
-    managed: M,
-    descriptor: &Descriptor,
+    tensor: DLTensor,
+    flags: u64,
+    layout: &Layout,
     owner: Py<PyAny>,
     copy: Option<Copied>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let managed = boxed(managed, descriptor, owner, copy)?;
+    let managed = boxed(M::new(tensor, flags), layout, owner, copy);
     // SAFETY: `managed` is a tensor made by `boxed`; the capsule's destructor frees it
     // once unless a consumer takes it, and if the capsule cannot be made it is freed here.
     unsafe {
@@ -299,17 +535,13 @@ pub(crate) fn export<'py>(
     extent: Extent,
     memory: Memory,
     request: Request<'_, 'py>,
+    cache: Option<&OnceLock<Layout>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = owner.py();
-    let versioned = max_version(request.max_version)?.is_some_and(|(major, _)| major >= 1);
-    let copy = copy_flag(request.copy)?;
-    let stream = export_stream(request.stream, memory)?;
-    let wanted = dl_device(request.dl_device)?;
-    let dtype = dlpack::data_type(&descriptor.typestr).map_err(|e| buffer_error(format!("typestr: {e}")))?;
-    if !descriptor.has_element_strides() {
-        // Named before any side effect (ordering, copies).
-        dlpack::element_strides(descriptor).map_err(|e| buffer_error(format!("strides: {e}")))?;
-    }
+    let Wanted { versioned, copy, stream, device: wanted } = Wanted::read(&request, memory)?;
+    // An array DLPack cannot carry is refused before any side effect (ordering, copies).
+    let mut scratch = None;
+    let layout = Layout::get(descriptor, cache, &mut scratch)?;
     if descriptor.readonly && !versioned && copy != Some(true) {
         return Err(buffer_error(
             "data: a read-only array cannot be exported through a legacy DLPack capsule, which cannot say read-only; \
@@ -317,12 +549,15 @@ pub(crate) fn export<'py>(
                 .to_owned(),
         ));
     }
-    let own = device(py, descriptor, extent, memory)?;
+    let own = match memory {
+        Memory::Host => HOST,
+        Memory::Device => device(py, descriptor, extent, memory)?,
+    };
     let target = wanted.unwrap_or(own);
     let to_host = target != own;
     if to_host {
         let device_memory = matches!(own.device_type, device_type::CUDA | device_type::CUDA_MANAGED);
-        if !(device_memory && target == (DLDevice { device_type: device_type::CPU, device_id: 0 })) {
+        if !(device_memory && target == HOST) {
             return Err(buffer_error(format!(
                 "dl_device: the array is in {} memory and cannot be exported to {}; only device to host copies are made",
                 describe(own),
@@ -340,10 +575,12 @@ pub(crate) fn export<'py>(
     if let Some(consumer) = stream.filter(|_| memory == Memory::Device && !to_host) {
         order_export(py, descriptor.stream, consumer, own.device_id)?;
     }
-    let bytes = descriptor.byte_range_of(extent).map_err(crate::error::to_py_err)?;
-    let copied = if to_host || copy == Some(true) {
+    // A copy keeps the array's layout: the first element sits at the same offset from the
+    // lowest byte.
+    let (copied, data) = if to_host || copy == Some(true) {
+        let bytes = descriptor.byte_range_of(extent).map_err(crate::error::to_py_err)?;
         let len = bytes.end - bytes.start;
-        Some(match memory {
+        let copied = match memory {
             Memory::Host => {
                 // SAFETY: the array's bytes lie in memory its producer keeps alive while
                 // `owner`, which we hold, is; validation checked the range.
@@ -351,15 +588,11 @@ pub(crate) fn export<'py>(
                 Copied::Host(src.to_vec().into_boxed_slice())
             }
             Memory::Device => copy_device(py, descriptor.stream, bytes.start, len, own.device_id, to_host)?,
-        })
+        };
+        let data = copied.address() + (descriptor.data - bytes.start);
+        (Some(copied), data)
     } else {
-        None
-    };
-    // The copy keeps the array's layout: the first element sits at the same offset from
-    // the lowest byte.
-    let data = match &copied {
-        Some(c) => c.address() + (descriptor.data - bytes.start),
-        None => descriptor.data,
+        (None, descriptor.data)
     };
     let mut flag_bits = 0;
     if copied.is_some() {
@@ -370,29 +603,17 @@ pub(crate) fn export<'py>(
     let tensor = DLTensor {
         data: data as *mut c_void,
         device: target,
-        ndim: i32::try_from(descriptor.ndim()).map_err(|_| buffer_error("shape: too many dimensions".to_owned()))?,
-        dtype,
+        ndim: i32::try_from(layout.ndim()).map_err(|_| buffer_error("shape: too many dimensions".to_owned()))?,
+        dtype: layout.dtype,
         shape: ptr::null_mut(),
         strides: ptr::null_mut(),
         byte_offset: 0,
     };
     let owner = owner.clone().unbind();
     if versioned {
-        let managed = DLManagedTensorVersioned {
-            version: dlpack::VERSION,
-            manager_ctx: ptr::null_mut(),
-            deleter: Some(delete::<DLManagedTensorVersioned>),
-            flags: flag_bits,
-            dl_tensor: tensor,
-        };
-        capsule(py, managed, descriptor, owner, copied)
+        capsule::<DLManagedTensorVersioned>(py, tensor, flag_bits, layout, owner, copied)
     } else {
-        let managed = DLManagedTensor {
-            dl_tensor: tensor,
-            manager_ctx: ptr::null_mut(),
-            deleter: Some(delete::<DLManagedTensor>),
-        };
-        capsule(py, managed, descriptor, owner, copied)
+        capsule::<DLManagedTensor>(py, tensor, flag_bits, layout, owner, copied)
     }
 }
 

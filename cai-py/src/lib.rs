@@ -112,6 +112,7 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     view::mark_package();
     module.add_class::<CudaArray>()?;
     module.add_class::<HostArray>()?;
+    view::install_methods(py)?;
     module.add("CudaDriverError", py.get_type::<CudaDriverError>())?;
     module.add_function(pyo3::wrap_pyfunction!(as_cuda_array, module)?)?;
     module.add_function(pyo3::wrap_pyfunction!(from_cuda_array_interface, module)?)?;

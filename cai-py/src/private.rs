@@ -57,7 +57,7 @@ pub fn cuda_dlpack<'py, T: PyClass + CudaArrayInterface>(
     own.or(crate::config::get(slf.py())?.export).apply(&mut descriptor);
     let extent = descriptor.validate().map_err(to_py_err)?;
     let request = crate::dlpack::Request { stream, max_version, dl_device, copy };
-    crate::dlpack::export(slf.as_any(), &descriptor, extent, crate::dlpack::Memory::Device, request)
+    crate::dlpack::export(slf.as_any(), &descriptor, extent, crate::dlpack::Memory::Device, request, None)
 }
 
 /// `__dlpack_device__` of a derived `#[pyclass]` exporting device memory.
@@ -79,7 +79,7 @@ pub fn host_dlpack<'py, T: PyClass + ArrayInterface>(
     let descriptor = slf.try_borrow()?.array_interface().map_err(to_py_err)?;
     let extent = descriptor.validate().map_err(to_py_err)?;
     let request = crate::dlpack::Request { stream, max_version, dl_device, copy };
-    crate::dlpack::export(slf.as_any(), &descriptor, extent, crate::dlpack::Memory::Host, request)
+    crate::dlpack::export(slf.as_any(), &descriptor, extent, crate::dlpack::Memory::Host, request, None)
 }
 
 /// `__dlpack_device__` of a derived `#[pyclass]` exporting host memory: `(kDLCPU, 0)`.

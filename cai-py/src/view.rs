@@ -1,13 +1,15 @@
 //! `cai.CudaArray` and `cai.HostArray`: validated, zero-copy views of a producer's array.
 
-use cai_core::{Descr, Descriptor, Extent, Stream};
-use pyo3::exceptions::PyTypeError;
+use std::cell::UnsafeCell;
+use std::ffi::{c_int, CStr};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use pyo3::intern;
+use cai_core::{Descr, Descriptor, Extent, Stream};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::{ffi, intern, Borrowed};
 use pyo3::{PyTraverseError, PyVisit};
 
 use crate::error::{py_tuple, to_py_err};
@@ -107,6 +109,7 @@ fn factory(py: Python<'_>) -> PyResult<Option<Bound<'_, PyAny>>> {
         };
         if found.is_none() {
             own_classes_module(py);
+            install_methods(py)?;
         }
         let _ = FACTORY.set(py, found);
     }
@@ -140,8 +143,8 @@ pub(crate) fn _make_view_v1<'py>(
 fn own_view<'py>(py: Python<'py>, core: Core, iface: Interface) -> PyResult<Bound<'py, PyAny>> {
     let dict = PyOnceLock::new();
     Ok(match iface {
-        Interface::Cuda => Bound::new(py, CudaArray { core, dict })?.into_any(),
-        Interface::Host => Bound::new(py, HostArray { core, dict })?.into_any(),
+        Interface::Cuda => Bound::new(py, CudaArray { core, dict, layout: Default::default() })?.into_any(),
+        Interface::Host => Bound::new(py, HostArray { core, dict, layout: Default::default() })?.into_any(),
     })
 }
 
@@ -166,6 +169,62 @@ impl Core {
     }
 }
 
+/// A method definition CPython reads, and nothing writes, for the life of the process.
+pub(crate) struct MethodDef(UnsafeCell<ffi::PyMethodDef>);
+
+// SAFETY: the definition is never written after it is made; CPython only reads it.
+unsafe impl Sync for MethodDef {}
+
+/// `METH_FASTCALL`: in the limited API from Python 3.10 (cai's floor), honoured by
+/// CPython since 3.7.
+const METH_FASTCALL: c_int = 0x0080;
+
+/// The C signature of a METH_FASTCALL | METH_KEYWORDS method.
+type FastcallWithKeywords = unsafe extern "C" fn(
+    *mut ffi::PyObject,
+    *const *mut ffi::PyObject,
+    ffi::Py_ssize_t,
+    *mut ffi::PyObject,
+) -> *mut ffi::PyObject;
+
+/// The docstring of the views' `__dlpack__`, whose first lines give `inspect` its signature.
+const DLPACK_DOC: &CStr = c"__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)
+--
+
+The array through DLPack: a capsule that keeps this view alive (see cai.from_dlpack and
+the array API standard's __dlpack__).";
+
+impl MethodDef {
+    const fn dlpack(method: FastcallWithKeywords) -> MethodDef {
+        // SAFETY: CPython calls `ml_meth` with the signature its flags name (C casts every
+        // method to `PyCFunction` the same way); function pointers have one size.
+        let method = unsafe { std::mem::transmute::<FastcallWithKeywords, ffi::PyCFunction>(method) };
+        MethodDef(UnsafeCell::new(ffi::PyMethodDef {
+            ml_name: c"__dlpack__".as_ptr(),
+            ml_meth: ffi::PyMethodDefPointer { PyCFunction: method },
+            ml_flags: METH_FASTCALL | ffi::METH_KEYWORDS,
+            ml_doc: DLPACK_DOC.as_ptr(),
+        }))
+    }
+}
+
+/// Puts the views' `__dlpack__` on their classes: a METH_FASTCALL method that reads its
+/// keywords itself. Consumers call it with three or four keywords on every import
+/// (`numpy.from_dlpack` passes `dl_device`, `copy` and `max_version`), and matching them
+/// by identity first takes about half of what pyo3's generic keyword handling takes.
+pub(crate) fn install_methods(py: Python<'_>) -> PyResult<()> {
+    let classes =
+        [(py.get_type::<CudaArray>(), CudaArray::dlpack_def()), (py.get_type::<HostArray>(), HostArray::dlpack_def())];
+    for (class, def) in classes {
+        // SAFETY: `def` lives for the process and the class is a live type object;
+        // PyDescr_NewMethod returns a new reference, or null with an exception set.
+        let method =
+            unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyDescr_NewMethod(class.as_type_ptr(), def.0.get())) }?;
+        class.setattr(intern!(py, "__dlpack__"), method)?;
+    }
+    Ok(())
+}
+
 /// The memory an interface's arrays are in.
 fn memory(iface: Interface) -> crate::dlpack::Memory {
     match iface {
@@ -184,6 +243,8 @@ macro_rules! view_class {
             /// copied on each; not kept for records or masked arrays, whose dicts hold
             /// mutable lists or other objects.
             dict: PyOnceLock<Py<PyDict>>,
+            /// The DLPack layout, computed at the first `__dlpack__`.
+            layout: std::sync::OnceLock<crate::dlpack::Layout>,
         }
 
         impl std::fmt::Debug for $ty {
@@ -215,6 +276,46 @@ macro_rules! view_class {
             /// The bytes the array reaches, as offsets from its pointer.
             pub fn extent(&self) -> Extent {
                 self.core.extent
+            }
+
+            /// `__dlpack__`, called the METH_FASTCALL way (see [`install_methods`]).
+            ///
+            /// # Safety
+            ///
+            /// The arguments are those CPython passes to a METH_FASTCALL | METH_KEYWORDS
+            /// method of this class.
+            unsafe fn dlpack_fastcall(
+                py: Python<'_>,
+                slf: *mut ffi::PyObject,
+                args: *const *mut ffi::PyObject,
+                nargs: ffi::Py_ssize_t,
+                kwnames: *mut ffi::PyObject,
+            ) -> PyResult<*mut ffi::PyObject> {
+                // SAFETY: `self` of a method call, borrowed for the call, an instance of
+                // this class: CPython's method descriptor checks that before it calls.
+                let slf = unsafe { Borrowed::from_ptr(py, slf).cast_unchecked::<$ty>() };
+                // SAFETY: as the caller promises.
+                let arguments = unsafe { crate::dlpack::fastcall_arguments(py, args, nargs, kwnames) };
+                let [stream, max_version, dl_device, copy] = arguments?;
+                let core = &slf.get().core;
+                let request = crate::dlpack::Request {
+                    stream: stream.as_deref(),
+                    max_version: max_version.as_deref(),
+                    dl_device: dl_device.as_deref(),
+                    copy: copy.as_deref(),
+                };
+                let layout = Some(&slf.get().layout);
+                crate::dlpack::export(slf.as_any(), &core.descriptor, core.extent, memory($iface), request, layout)
+                    .map(Bound::into_ptr)
+            }
+
+            /// The method definition of [`dlpack_fastcall`](Self::dlpack_fastcall).
+            fn dlpack_def() -> &'static MethodDef {
+                static DEF: MethodDef = MethodDef::dlpack(pyo3::impl_::trampoline::get_trampoline_function!(
+                    fastcall_cfunction_with_keywords,
+                    $ty::dlpack_fastcall
+                ));
+                &DEF
             }
         }
 
@@ -358,21 +459,6 @@ macro_rules! view_class {
                 let py = slf.py();
                 let dict = this.dict.get_or_try_init(py, || this.core.interface(slf.as_any(), $iface).map(Bound::unbind))?;
                 dict.bind(py).copy()
-            }
-
-            /// The array through DLPack: a capsule that keeps this view alive (see
-            /// `cai.from_dlpack` and the array API standard's `__dlpack__`).
-            #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
-            fn __dlpack__<'py>(
-                slf: &Bound<'py, Self>,
-                stream: Option<&Bound<'py, PyAny>>,
-                max_version: Option<&Bound<'py, PyAny>>,
-                dl_device: Option<&Bound<'py, PyAny>>,
-                copy: Option<&Bound<'py, PyAny>>,
-            ) -> PyResult<Bound<'py, PyAny>> {
-                let core = &slf.get().core;
-                let request = crate::dlpack::Request { stream, max_version, dl_device, copy };
-                crate::dlpack::export(slf.as_any(), &core.descriptor, core.extent, memory($iface), request)
             }
 
             /// `(device_type, device_id)` as DLPack names them: `(1, 0)` for host memory,

@@ -4,7 +4,9 @@ Capsules with unusual contents are built here with ctypes."""
 
 import ctypes
 import gc
+import inspect
 import sys
+import threading
 import weakref
 
 import numpy as np
@@ -91,6 +93,74 @@ def test_export_arguments_are_checked():
         m.__dlpack__(copy=1)
     with pytest.raises(TypeError, match=r"dl_device: expected a tuple of two ints"):
         m.__dlpack__(dl_device=(1,))
+
+
+def test_a_views_dlpack_reads_its_keywords_as_python_would():
+    # The views' __dlpack__ is a METH_FASTCALL method that matches its keywords itself.
+    view = cai.as_array(np.arange(6.0).reshape(2, 3))
+    assert str(inspect.signature(view.__dlpack__)) == "(*, stream=None, max_version=None, dl_device=None, copy=None)"
+    assert "DLPack" in type(view).__dlpack__.__doc__
+    with pytest.raises(TypeError, match=r"^__dlpack__\(\) takes 0 positional arguments but 1 were given$"):
+        view.__dlpack__(None)
+    with pytest.raises(TypeError, match=r"^__dlpack__\(\) got an unexpected keyword argument 'versions'$"):
+        view.__dlpack__(versions=(1, 0))
+    with pytest.raises(TypeError, match=r"max_version: expected a tuple of two ints, received '1.0' \(str\)"):
+        view.__dlpack__(max_version="1.0")
+    with pytest.raises(TypeError, match=r"copy: expected None, True or False, received 1 \(int\)"):
+        view.__dlpack__(copy=1)
+    with pytest.raises(BufferError, match=r"stream: host memory is exported with stream=None, received 1 \(int\)"):
+        view.__dlpack__(stream=1)
+    with pytest.raises(TypeError, match=r"max_version: expected a tuple of two ints, received \(1, 2, 3\)"):
+        view.__dlpack__(max_version=(1, 2, 3))
+    with pytest.raises(TypeError, match=r"max_version: expected a tuple of two ints, received \(True, 0\)"):
+        view.__dlpack__(max_version=(True, 0))
+    with pytest.raises(ValueError, match=r"dl_device: 4294967296 is out of range"):
+        view.__dlpack__(dl_device=(1, 2**32))
+
+    class Name(str):
+        pass
+
+    # Names made at run time (not the interned strings), as NumPy's from_dlpack passes
+    # them, and names of a str subclass, match by text, every time.
+    for _ in range(3):
+        for name in ("".join(["max_", "version"]), Name("max_version")):
+            capsule = view.__dlpack__(**{name: (1, 0)})
+            assert "dltensor_versioned" in repr(capsule)
+    assert '"dltensor"' in repr(view.__dlpack__(max_version=(0, 8)))
+    with pytest.raises(TypeError, match=r"max_version: expected a tuple of two ints, received \(1180591620717411303424, 0\)"):
+        view.__dlpack__(max_version=(2**70, 0))
+    back = np.from_dlpack(view)
+    assert address(back) == view.ptr and back.tolist() == [[0, 1, 2], [3, 4, 5]]
+
+
+def test_a_view_keeps_no_failed_layout():
+    # What a view cannot carry through DLPack is refused on every call, not only the first.
+    view = cai.as_array(np.zeros(3, ">f4"))
+    for _ in range(2):
+        with pytest.raises(BufferError, match=r"typestr: '>f4' is not in this machine's byte order"):
+            view.__dlpack__()
+
+
+def test_a_deleter_called_on_a_thread_without_the_gil_releases_the_exporter():
+    # DLPack lets a consumer call the deleter from any thread; ctypes calls it with the
+    # GIL released, as a C++ consumer's thread would.
+    view = cai.as_array(np.arange(4.0))
+    base = sys.getrefcount(view)
+    capsule = view.__dlpack__(max_version=(1, 0))
+    assert sys.getrefcount(view) == base + 1
+    get, rename = ctypes.pythonapi.PyCapsule_GetPointer, ctypes.pythonapi.PyCapsule_SetName
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    rename.restype, rename.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_char_p]
+    managed = DLManagedTensorVersioned.from_address(get(capsule, b"dltensor_versioned"))
+    deleter = ctypes.cast(managed.deleter, ctypes.c_void_p).value
+    assert rename(capsule, b"used_dltensor_versioned") == 0  # taken: the capsule no longer deletes
+    call = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(deleter)
+    thread = threading.Thread(target=call, args=(ctypes.addressof(managed),))
+    thread.start()
+    thread.join()
+    del capsule
+    gc.collect()
+    assert sys.getrefcount(view) == base
 
 
 def test_strides_that_are_not_whole_elements_are_refused():
@@ -204,18 +274,23 @@ def rss():
 def test_no_leak_over_a_hundred_thousand_exports_and_imports():
     m = fx.HostMatrix(8, 8)
     x = np.arange(64.0)
-    base_m, base_x = sys.getrefcount(m), sys.getrefcount(x)
+    view = cai.as_array(x)
+    base_m, base_x, base_view = sys.getrefcount(m), sys.getrefcount(x), sys.getrefcount(view)
     for _ in range(2000):  # warm up allocator pools
         np.from_dlpack(m)
+        np.from_dlpack(view)
         cai.from_dlpack(x)
     before = rss()
     for _ in range(100_000):
         np.from_dlpack(m)
         m.__dlpack__(max_version=(1, 0))
+        np.from_dlpack(view)
+        view.__dlpack__()
         cai.from_dlpack(x)
     gc.collect()
     grown = rss() - before
-    assert sys.getrefcount(m) == base_m and sys.getrefcount(x) == base_x
+    assert sys.getrefcount(m) == base_m and sys.getrefcount(view) == base_view
+    assert sys.getrefcount(x) == base_x
     assert grown < 8 << 20, f"memory grew by {grown / 1e6:.1f} MB over 10^5 round trips"
 
 
