@@ -118,7 +118,11 @@ pub(crate) unsafe fn fastcall_arguments<'a, 'py>(
                 let string = name.cast::<PyString>().ok()?;
                 let text = string.to_str().ok()?;
                 let index = KEYWORDS.iter().position(|k| *k == text)?;
-                remember(index, &name);
+                // Only exact strs are kept: releasing one later runs no code (a subclass
+                // may have a `__del__`), and holds nothing else alive.
+                if name.is_exact_instance_of::<PyString>() {
+                    remember(index, &name);
+                }
                 Some(index)
             });
         let Some(index) = index else {

@@ -126,6 +126,10 @@ def test_a_views_dlpack_reads_its_keywords_as_python_would():
         for name in ("".join(["max_", "version"]), Name("max_version")):
             capsule = view.__dlpack__(**{name: (1, 0)})
             assert "dltensor_versioned" in repr(capsule)
+    held = Name("copy")
+    before = sys.getrefcount(held)
+    view.__dlpack__(**{held: None})
+    assert sys.getrefcount(held) == before, "a str subclass name is not kept"
     assert '"dltensor"' in repr(view.__dlpack__(max_version=(0, 8)))
     with pytest.raises(TypeError, match=r"max_version: expected a tuple of two ints, received \(1180591620717411303424, 0\)"):
         view.__dlpack__(max_version=(2**70, 0))
