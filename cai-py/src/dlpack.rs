@@ -13,7 +13,6 @@
 //! - Strides count elements.
 
 use std::ffi::{c_void, CStr};
-use std::mem::MaybeUninit;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::OnceLock;
@@ -318,9 +317,8 @@ const INLINE_DIMS: usize = 8;
 #[repr(C)]
 struct Export<M> {
     managed: M,
-    /// The shape and strides of an array of up to [`INLINE_DIMS`] dimensions; only the
-    /// first `2 * ndim` are written.
-    inline: [MaybeUninit<i64>; 2 * INLINE_DIMS],
+    /// The shape and strides of an array of up to [`INLINE_DIMS`] dimensions.
+    inline: [i64; 2 * INLINE_DIMS],
     spilled: Option<Box<[i64]>>,
     /// A strong reference, released by [`delete`].
     owner: ptr::NonNull<ffi::PyObject>,
@@ -477,37 +475,34 @@ impl Layout {
 
 /// Boxes an export of `managed` (whose tensor's shape and strides are set here, from
 /// `layout`) and returns the pointer a capsule holds. The export owns `owner` from here.
-fn boxed<M: Managed>(mut managed: M, layout: &Layout, owner: Py<PyAny>, copy: Option<Copied>) -> *mut M {
+fn boxed<M: Managed>(managed: M, layout: &Layout, owner: Py<PyAny>, copy: Option<Copied>) -> *mut M {
     let ndim = layout.ndim();
-    // Written in place: an export is a few hundred bytes, and moving it into the box
-    // costs as much as the rest of making it.
-    let mut export = Box::<Export<M>>::new_uninit();
-    let p = export.as_mut_ptr();
-    // SAFETY: `p` points at the box's memory; every field but `inline` is written here,
-    // and `inline`'s `MaybeUninit` items need no initialisation, so the export is whole
-    // when `assume_init` runs. The shape and strides point into the box (or at the
-    // spilled slice it owns), which does not move until `delete` frees it.
-    unsafe {
-        let dims: *mut i64 = if ndim > INLINE_DIMS {
-            let mut spilled = layout.dims.clone();
-            let dims = spilled.as_mut_ptr();
-            ptr::addr_of_mut!((*p).spilled).write(Some(spilled));
-            dims
-        } else {
-            ptr::addr_of_mut!((*p).spilled).write(None);
-            let dims = ptr::addr_of_mut!((*p).inline).cast::<i64>();
-            ptr::copy_nonoverlapping(layout.dims.as_ptr(), dims, 2 * ndim);
-            dims
-        };
-        // The export owns the reference from here; `delete` releases it.
-        ptr::addr_of_mut!((*p).owner).write(ptr::NonNull::new_unchecked(owner.into_ptr()));
-        ptr::addr_of_mut!((*p)._copy).write(copy);
-        let tensor = managed.tensor();
-        tensor.shape = dims;
-        tensor.strides = dims.add(ndim);
-        ptr::addr_of_mut!((*p).managed).write(managed);
-        Box::into_raw(export.assume_init()).cast::<M>()
-    }
+    let mut inline = [0; 2 * INLINE_DIMS];
+    let spilled = if ndim > INLINE_DIMS {
+        Some(layout.dims.clone())
+    } else {
+        inline[..2 * ndim].copy_from_slice(&layout.dims);
+        None
+    };
+    let mut export = Box::new(Export {
+        managed,
+        inline,
+        spilled,
+        // SAFETY: a `Py` is never null. The export owns the reference from here, and
+        // `delete` releases it.
+        owner: unsafe { ptr::NonNull::new_unchecked(owner.into_ptr()) },
+        _copy: copy,
+    });
+    let dims: &mut [i64] = match &mut export.spilled {
+        Some(b) => b,
+        None => &mut export.inline[..2 * ndim],
+    };
+    let (shape, strides) = dims.split_at_mut(ndim);
+    let (shape, strides) = (shape.as_mut_ptr(), strides.as_mut_ptr());
+    let tensor = export.managed.tensor();
+    tensor.shape = shape;
+    tensor.strides = strides;
+    Box::into_raw(export).cast::<M>()
 }
 
 /// A capsule holding an export of `managed`, or the error of making it (the export is
@@ -553,10 +548,7 @@ pub(crate) fn export<'py>(
                 .to_owned(),
         ));
     }
-    let own = match memory {
-        Memory::Host => HOST,
-        Memory::Device => device(py, descriptor, extent, memory)?,
-    };
+    let own = device(py, descriptor, extent, memory)?;
     let target = wanted.unwrap_or(own);
     let to_host = target != own;
     if to_host {
