@@ -13,6 +13,7 @@
 //! - Strides count elements.
 
 use std::ffi::{c_void, CStr};
+use std::mem::MaybeUninit;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::OnceLock;
@@ -317,8 +318,9 @@ const INLINE_DIMS: usize = 8;
 #[repr(C)]
 struct Export<M> {
     managed: M,
-    /// The shape and strides of an array of up to [`INLINE_DIMS`] dimensions.
-    inline: [i64; 2 * INLINE_DIMS],
+    /// The shape and strides of an array of up to [`INLINE_DIMS`] dimensions; only the
+    /// first `2 * ndim` are written.
+    inline: [MaybeUninit<i64>; 2 * INLINE_DIMS],
     spilled: Option<Box<[i64]>>,
     /// A strong reference, released by [`delete`].
     owner: ptr::NonNull<ffi::PyObject>,
@@ -381,18 +383,24 @@ unsafe fn call_deleter<M: Managed>(tensor: *mut M) {
     }
 }
 
-/// Releases an export's strong reference to its exporting object. A consumer may call the
-/// deleter from a thread that does not hold the GIL, so it is taken, as NumPy's deleter
-/// takes it (when the thread holds it already, that is a check of a thread-local); once
-/// the interpreter is finalized no Python code may run, and the reference is left.
-fn release_owner(owner: ptr::NonNull<ffi::PyObject>) {
-    // SAFETY: `owner` is a strong reference the export owns, released once, here, with
-    // the GIL held.
+/// Frees an export's memory and releases its strong reference to its exporting object. A
+/// consumer may call the deleter from a thread that does not hold the GIL, so it is taken,
+/// as NumPy's deleter takes it (when the thread holds it already, that is a check of a
+/// thread-local). Once the interpreter is finalized no Python code may run and its
+/// allocator is gone: the memory and the reference are left.
+///
+/// # Safety
+///
+/// `block` is the `PyMem_Malloc` memory of an export that is no longer read, and `owner`
+/// a strong reference the export owned; both are given up here, once.
+unsafe fn release(block: *mut c_void, owner: ptr::NonNull<ffi::PyObject>) {
+    // SAFETY: as the caller promises; both calls need the GIL, which is held.
     unsafe {
         if ffi::Py_IsInitialized() == 0 {
             return;
         }
         let state = ffi::PyGILState_Ensure();
+        ffi::PyMem_Free(block);
         ffi::Py_DecRef(owner.as_ptr());
         ffi::PyGILState_Release(state);
     }
@@ -401,25 +409,31 @@ fn release_owner(owner: ptr::NonNull<ffi::PyObject>) {
 /// The deleter of a tensor made by [`export`].
 unsafe extern "C" fn delete<M>(tensor: *mut M) {
     if !tensor.is_null() {
-        // SAFETY: the tensor is the first field of an `Export` made by `Box::into_raw` in
-        // `boxed`, and the deleter runs once (the protocol's rule, which our capsule
-        // destructor follows).
-        let export = unsafe { Box::from_raw(tensor.cast::<Export<M>>()) };
+        // SAFETY: the tensor is the first field of an `Export` written by `boxed` into
+        // `PyMem_Malloc` memory, and the deleter runs once (the protocol's rule, which our
+        // capsule destructor follows): the export is moved out of its memory, which is
+        // not read again.
+        let export = unsafe { ptr::read(tensor.cast::<Export<M>>()) };
         let owner = export.owner;
         // The shape and a copy's memory are freed without the interpreter.
         drop(export);
-        release_owner(owner);
+        // SAFETY: as above.
+        unsafe { release(tensor.cast(), owner) };
     }
 }
 
 /// The destructor of our capsules: deletes the tensor unless a consumer took it (and
 /// renamed the capsule).
 unsafe extern "C" fn capsule_destructor<M: Managed>(capsule: *mut ffi::PyObject) {
-    // SAFETY: called by Python with the capsule; IsValid sets no exception, and an
-    // untaken tensor's deleter is the capsule's to call.
+    // SAFETY: called by Python with one of our capsules, whose pointer is never null, so
+    // neither call sets an exception; an untaken tensor's deleter is the capsule's to call.
+    // A consumer that takes the tensor renames the capsule to a name of its own: the name
+    // is compared by address first (a string comparison costs more than the rest of
+    // this), then by text.
     unsafe {
-        if ffi::PyCapsule_IsValid(capsule, M::NAME.as_ptr()) == 1 {
-            call_deleter(ffi::PyCapsule_GetPointer(capsule, M::NAME.as_ptr()).cast::<M>());
+        let name = ffi::PyCapsule_GetName(capsule);
+        if name == M::NAME.as_ptr() || (!name.is_null() && CStr::from_ptr(name) == M::NAME) {
+            call_deleter(ffi::PyCapsule_GetPointer(capsule, name).cast::<M>());
         }
     }
 }
@@ -475,34 +489,45 @@ impl Layout {
 
 /// Boxes an export of `managed` (whose tensor's shape and strides are set here, from
 /// `layout`) and returns the pointer a capsule holds. The export owns `owner` from here.
-fn boxed<M: Managed>(managed: M, layout: &Layout, owner: Py<PyAny>, copy: Option<Copied>) -> *mut M {
+fn boxed<M: Managed>(managed: M, layout: &Layout, owner: Py<PyAny>, copy: Option<Copied>) -> PyResult<*mut M> {
+    const { assert!(std::mem::align_of::<Export<M>>() <= 16, "PyMem_Malloc aligns to 16 bytes") };
     let ndim = layout.ndim();
-    let mut inline = [0; 2 * INLINE_DIMS];
-    let spilled = if ndim > INLINE_DIMS {
-        Some(layout.dims.clone())
-    } else {
-        inline[..2 * ndim].copy_from_slice(&layout.dims);
-        None
-    };
-    let mut export = Box::new(Export {
-        managed,
-        inline,
-        spilled,
-        // SAFETY: a `Py` is never null. The export owns the reference from here, and
-        // `delete` releases it.
-        owner: unsafe { ptr::NonNull::new_unchecked(owner.into_ptr()) },
-        _copy: copy,
-    });
-    let dims: &mut [i64] = match &mut export.spilled {
-        Some(b) => b,
-        None => &mut export.inline[..2 * ndim],
-    };
-    let (shape, strides) = dims.split_at_mut(ndim);
-    let (shape, strides) = (shape.as_mut_ptr(), strides.as_mut_ptr());
-    let tensor = export.managed.tensor();
-    tensor.shape = shape;
-    tensor.strides = strides;
-    Box::into_raw(export).cast::<M>()
+    let spilled = (ndim > INLINE_DIMS).then(|| layout.dims.clone());
+    // The export is written in place, field by field, into memory of Python's allocator
+    // (as NumPy allocates its exports: small blocks cost less there than from malloc). Built
+    // on the stack and moved into a box, its few hundred bytes would be copied once more.
+    // SAFETY: the GIL is held (`owner` is a `Py`, whose holder holds it).
+    let p = unsafe { ffi::PyMem_Malloc(std::mem::size_of::<Export<M>>()) }.cast::<Export<M>>();
+    if p.is_null() {
+        return Err(pyo3::exceptions::PyMemoryError::new_err("cannot allocate a DLPack export"));
+    }
+    // SAFETY: `p` is fresh memory, aligned for an export (above) and valid for writes;
+    // every field is written below (`inline` is `MaybeUninit`, and its first `2 * ndim`
+    // items are written when the dims are inline) before a tensor pointer is handed out.
+    unsafe {
+        ptr::addr_of_mut!((*p).managed).write(managed);
+        let dims = match spilled {
+            Some(mut b) => {
+                let dims = b.as_mut_ptr();
+                ptr::addr_of_mut!((*p).spilled).write(Some(b));
+                dims
+            }
+            None => {
+                let dims = ptr::addr_of_mut!((*p).inline).cast::<i64>();
+                ptr::copy_nonoverlapping(layout.dims.as_ptr(), dims, 2 * ndim);
+                ptr::addr_of_mut!((*p).spilled).write(None);
+                dims
+            }
+        };
+        // A `Py` is never null; the export owns the reference from here, and `delete`
+        // releases it.
+        ptr::addr_of_mut!((*p).owner).write(ptr::NonNull::new_unchecked(owner.into_ptr()));
+        ptr::addr_of_mut!((*p)._copy).write(copy);
+        let tensor = (*p).managed.tensor();
+        tensor.shape = dims;
+        tensor.strides = dims.add(ndim);
+        Ok(p.cast::<M>())
+    }
 }
 
 /// A capsule holding an export of `managed`, or the error of making it (the export is
@@ -515,7 +540,7 @@ fn capsule<'py, M: Managed>(
     owner: Py<PyAny>,
     copy: Option<Copied>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let managed = boxed(M::new(tensor, flags), layout, owner, copy);
+    let managed = boxed(M::new(tensor, flags), layout, owner, copy)?;
     // SAFETY: `managed` is a tensor made by `boxed`; the capsule's destructor frees it
     // once unless a consumer takes it, and if the capsule cannot be made it is freed here.
     unsafe {
