@@ -14,6 +14,11 @@
 //! `TypeError` or a finding (anything that is not an `Exception`, and `MemoryError` and
 //! `RecursionError`) propagate unchanged. Reads that nest (a property or a mask that
 //! imports again) end in `RecursionError` after [`MAX_NESTING`] levels.
+//!
+//! The common dict (an exact dict of exact ints, tuples and strs, as every producer
+//! builds it) is read first by [`quick`], which runs no Python code at all and so may
+//! read the dict's values as borrowed references; anything else, and any dict with a
+//! problem, goes to the full reader, which reports the problem.
 
 use std::cell::Cell;
 
@@ -184,9 +189,188 @@ pub(crate) fn read_object(obj: &Bound<'_, PyAny>, iface: Interface) -> PyResult<
 
 /// Parses an interface dict, raising the first problem.
 pub(crate) fn parse(value: &Bound<'_, PyAny>, iface: Interface) -> PyResult<Parsed> {
+    if let Some(parsed) = quick(value, iface) {
+        return Ok(parsed);
+    }
     let _nesting = Nesting::enter(iface)?;
     let dict = as_dict(value, iface)?;
     Ok(strict(&dict, iface)?)
+}
+
+/// The common dict read without running any Python code: an exact dict whose keys are
+/// the interned key strings, holding exact ints, tuples and strs, a version from 0 to 3,
+/// no mask, and (for a `descr`) only the plain `[('', typestr)]`. Anything else, and any
+/// dict that breaks a rule, is `None`: the full reader then reads it again and says what
+/// is wrong. The result is the one [`strict`] returns for the same dict.
+///
+/// Since no Python code runs from the first look at the dict to the last, nothing can
+/// change the dict meanwhile, and its values are read as borrowed references.
+fn quick(value: &Bound<'_, PyAny>, iface: Interface) -> Option<Parsed> {
+    if !value.is_exact_instance_of::<PyDict>() {
+        return None;
+    }
+    let names = interned_keys(value.py());
+    let mut values = [std::ptr::null_mut::<ffi::PyObject>(); 8];
+    let (mut pos, mut key, mut item): (ffi::Py_ssize_t, *mut ffi::PyObject, *mut ffi::PyObject) =
+        (0, std::ptr::null_mut(), std::ptr::null_mut());
+    // SAFETY: `value` is a live dict; PyDict_Next hands out borrowed, non-null references,
+    // valid while the dict is unchanged, which it is until this function returns: every
+    // call below reads an exact int, tuple, list or str, which runs no Python code.
+    unsafe {
+        while ffi::PyDict_Next(value.as_ptr(), &mut pos, &mut key, &mut item) != 0 {
+            values[names.iter().position(|n| n.as_ptr() == key)?] = item;
+        }
+        let get = |i: usize| Some(values[i]).filter(|v| !v.is_null());
+        let is_none = |v: *mut ffi::PyObject| v == ffi::Py_None();
+        let declared = u64::try_from(quick_int(get(VERSION)?)?).ok().filter(|&v| v <= u64::from(CURRENT_VERSION))?;
+        let shape = quick_ints(get(SHAPE)?, |n| usize::try_from(n).ok())?;
+        let (text, typestr) = quick_typestr(get(TYPESTR)?)?;
+        if let Some(d) = get(DESCR) {
+            if !quick_plain_descr(d, text)? {
+                return None;
+            }
+        }
+        let data = get(DATA)?;
+        if ffi::Py_TYPE(data) != std::ptr::addr_of_mut!(ffi::PyTuple_Type) || ffi::PyTuple_Size(data) != 2 {
+            return None;
+        }
+        let pointer = usize::try_from(quick_int(ffi::PyTuple_GetItem(data, 0))?).ok()?;
+        let readonly = match ffi::PyTuple_GetItem(data, 1) {
+            f if f == ffi::Py_False() => false,
+            t if t == ffi::Py_True() => true,
+            _ => return None,
+        };
+        let strides = match get(STRIDES) {
+            None => None,
+            Some(s) if is_none(s) => None,
+            Some(s) => Some(quick_ints(s, |n| isize::try_from(n).ok())?),
+        };
+        if get(MASK).is_some_and(|m| !is_none(m)) {
+            return None;
+        }
+        let stream = match (iface, get(STREAM)) {
+            (_, None) => Stream::None,
+            (Interface::Cuda, Some(s)) if is_none(s) => Stream::None,
+            (Interface::Cuda, Some(s)) => Stream::from_raw(Some(usize::try_from(quick_int(s)?).ok()?)).ok()?,
+            (Interface::Host, Some(_)) => return None,
+        };
+        let version = rules_version(declared, iface);
+        let descriptor =
+            Descriptor { shape, strides, typestr, descr: None, data: pointer, readonly, version, mask: None, stream };
+        let extent = descriptor.validate().ok()?;
+        Some(Parsed { descriptor, declared_version: declared, mask: None, extent })
+    }
+}
+
+/// The quick read's result and the full reader's for the same value, as debug text (the
+/// full reader's error as its message), for the test that they agree.
+pub(crate) fn both_reads(value: &Bound<'_, PyAny>, iface: Interface) -> PyResult<(Option<String>, String)> {
+    let quick = quick(value, iface).map(|p| format!("{p:?}"));
+    let full = {
+        let _nesting = Nesting::enter(iface)?;
+        as_dict(value, iface).and_then(|d| strict(&d, iface))
+    };
+    let full = match full {
+        Ok(p) => format!("{p:?}"),
+        Err(f) => format!("error: {}", PyErr::from(f)),
+    };
+    Ok((quick, full))
+}
+
+/// An exact int that fits in 64 bits.
+///
+/// # Safety
+///
+/// `value` is a live object.
+unsafe fn quick_int(value: *mut ffi::PyObject) -> Option<i64> {
+    // SAFETY: as the caller promises; an exact int runs no code and can only overflow,
+    // which sets no exception.
+    unsafe {
+        if ffi::Py_TYPE(value) != std::ptr::addr_of_mut!(ffi::PyLong_Type) {
+            return None;
+        }
+        let mut overflow = 0;
+        let n = ffi::PyLong_AsLongLongAndOverflow(value, &mut overflow);
+        (overflow == 0).then_some(n)
+    }
+}
+
+/// An exact tuple of exact ints, each converted by `convert`.
+///
+/// # Safety
+///
+/// `value` is a live object.
+unsafe fn quick_ints<T>(value: *mut ffi::PyObject, convert: impl Fn(i64) -> Option<T>) -> Option<Vec<T>> {
+    // SAFETY: as the caller promises; items below a tuple's size are live and borrowed.
+    unsafe {
+        if ffi::Py_TYPE(value) != std::ptr::addr_of_mut!(ffi::PyTuple_Type) {
+            return None;
+        }
+        let n = ffi::PyTuple_Size(value);
+        let mut out = Vec::with_capacity(usize::try_from(n).ok()?);
+        for i in 0..n {
+            out.push(convert(quick_int(ffi::PyTuple_GetItem(value, i))?)?);
+        }
+        Some(out)
+    }
+}
+
+/// The UTF-8 text of an exact str, borrowed from the str (which caches it); `None`, with
+/// no exception left set, for text that has no UTF-8 form (a lone surrogate).
+///
+/// # Safety
+///
+/// `value` is a live object, and the text is used while it lives.
+unsafe fn quick_text<'a>(value: *mut ffi::PyObject) -> Option<&'a [u8]> {
+    // SAFETY: as the caller promises; a str's UTF-8 form lives as long as the str.
+    unsafe {
+        if ffi::Py_TYPE(value) != std::ptr::addr_of_mut!(ffi::PyUnicode_Type) {
+            return None;
+        }
+        let mut len = 0;
+        let text = ffi::PyUnicode_AsUTF8AndSize(value, &mut len);
+        if text.is_null() {
+            // An encoding error (or no memory), raised by CPython itself: the full reader
+            // meets it again and reports it.
+            ffi::PyErr_Clear();
+            return None;
+        }
+        Some(std::slice::from_raw_parts(text.cast::<u8>(), usize::try_from(len).ok()?))
+    }
+}
+
+/// A typestr given as an exact str: its text and its parse.
+///
+/// # Safety
+///
+/// As for [`quick_text`].
+unsafe fn quick_typestr<'a>(value: *mut ffi::PyObject) -> Option<(&'a [u8], TypeStr)> {
+    // SAFETY: as the caller promises.
+    let text = unsafe { quick_text(value) }?;
+    Some((text, TypeStr::parse(std::str::from_utf8(text).ok()?).ok()?))
+}
+
+/// Whether `descr` is the plain `[('', typestr)]` of this very typestr text (which the
+/// strict read drops as restating the typestr); `None` for anything else.
+///
+/// # Safety
+///
+/// `descr` is a live object.
+unsafe fn quick_plain_descr(descr: *mut ffi::PyObject, typestr: &[u8]) -> Option<bool> {
+    // SAFETY: as the caller promises; items below a list's or tuple's size are live and
+    // borrowed, and nothing here runs Python code that could change the list.
+    unsafe {
+        if ffi::Py_TYPE(descr) != std::ptr::addr_of_mut!(ffi::PyList_Type) || ffi::PyList_Size(descr) != 1 {
+            return None;
+        }
+        let entry = ffi::PyList_GetItem(descr, 0);
+        if ffi::Py_TYPE(entry) != std::ptr::addr_of_mut!(ffi::PyTuple_Type) || ffi::PyTuple_Size(entry) != 2 {
+            return None;
+        }
+        let name = quick_text(ffi::PyTuple_GetItem(entry, 0))?;
+        let ty = quick_text(ffi::PyTuple_GetItem(entry, 1))?;
+        Some(name.is_empty() && ty == typestr)
+    }
 }
 
 /// Every problem of an interface value (or of the exception reading it raised), as

@@ -138,3 +138,9 @@ pub fn bench_parse(dict: &Bound<'_, PyAny>, iterations: u32) -> PyResult<f64> {
     }
     Ok(start.elapsed().as_secs_f64() * 1e9 / f64::from(iterations.max(1)))
 }
+
+/// `(quick, full)`: the reader's quick path and its full reader on the same value, as
+/// text (`quick` is `None` where the quick path declines), for the test that they agree.
+pub fn both_reads(value: &Bound<'_, PyAny>, host: bool) -> PyResult<(Option<String>, String)> {
+    crate::parse::both_reads(value, if host { Interface::Host } else { Interface::Cuda })
+}

@@ -603,6 +603,13 @@ fn bench_parse(dict: &Bound<'_, PyAny>, iterations: u32) -> PyResult<f64> {
     cai_py::__private::bench_parse(dict, iterations)
 }
 
+/// `(quick, full)`: cai's quick read of an interface dict and its full reader, as text.
+#[pyfunction]
+#[pyo3(signature = (value, host = false))]
+fn both_reads(value: &Bound<'_, PyAny>, host: bool) -> PyResult<(Option<String>, String)> {
+    cai_py::__private::both_reads(value, host)
+}
+
 /// The import benchmark's floor: an object shaped like a cai view (frozen, weakref-able,
 /// garbage-collected, holding its owner), made by a `#[pyfunction]` with no parsing at all.
 #[pyclass(frozen, weakref)]
@@ -793,6 +800,7 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(host_nd_number, m)?)?;
     m.add_function(wrap_pyfunction!(bench_dict_build, m)?)?;
     m.add_function(wrap_pyfunction!(bench_parse, m)?)?;
+    m.add_function(wrap_pyfunction!(both_reads, m)?)?;
     m.add_class::<BenchMatrix>()?;
     m.add_class::<ViewFloor>()?;
     m.add_class::<ExportFloor>()?;
