@@ -79,8 +79,8 @@ fn remember(index: usize, name: &Borrowed<'_, '_, PyAny>) {
     }
 }
 
-/// The arguments of a `__dlpack__` called the METH_FASTCALL way, in the order of
-/// [`Request`]'s fields. All four are keyword-only: a positional argument, an unknown
+/// Reads the arguments of a `__dlpack__` called the METH_FASTCALL way into `out` (which
+/// starts empty), in the order of [`Request`]'s fields. All four are keyword-only: a positional argument, an unknown
 /// keyword or a repeated one is a `TypeError`, as Python's own signature check says it.
 ///
 /// Keywords are matched by identity: with the interned names (a call written in Python
@@ -96,13 +96,13 @@ pub(crate) unsafe fn fastcall_arguments<'a, 'py>(
     args: *const *mut ffi::PyObject,
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
-) -> PyResult<[Option<Borrowed<'a, 'py, PyAny>>; 4]> {
+    out: &mut [Option<Borrowed<'a, 'py, PyAny>>; 4],
+) -> PyResult<()> {
     if nargs != 0 {
         return Err(PyTypeError::new_err(format!("__dlpack__() takes 0 positional arguments but {nargs} were given")));
     }
-    let mut out = [None; 4];
     if kwnames.is_null() {
-        return Ok(out);
+        return Ok(());
     }
     let interned = interned_keywords(py);
     // SAFETY: a non-null `kwnames` is a tuple (of str) that CPython holds for the call.
@@ -143,7 +143,7 @@ pub(crate) unsafe fn fastcall_arguments<'a, 'py>(
         // `args`, borrowed for the call.
         out[index] = Some(unsafe { Borrowed::from_ptr(py, *args.offset(i)) });
     }
-    Ok(out)
+    Ok(())
 }
 
 fn buffer_error(message: String) -> PyErr {

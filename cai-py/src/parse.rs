@@ -345,9 +345,12 @@ unsafe fn quick_text<'a>(value: *mut ffi::PyObject) -> Option<&'a [u8]> {
 ///
 /// As for [`quick_text`].
 unsafe fn quick_typestr<'a>(value: *mut ffi::PyObject) -> Option<(&'a [u8], TypeStr)> {
-    // SAFETY: as the caller promises.
-    let text = unsafe { quick_text(value) }?;
-    Some((text, TypeStr::parse(std::str::from_utf8(text).ok()?).ok()?))
+    // SAFETY: as the caller promises; CPython's UTF-8 form of a str is valid UTF-8.
+    let (text, typestr) = unsafe {
+        let text = quick_text(value)?;
+        (text, std::str::from_utf8_unchecked(text))
+    };
+    Some((text, TypeStr::parse(typestr).ok()?))
 }
 
 /// Whether `descr` is the plain `[('', typestr)]` of this very typestr text (which the

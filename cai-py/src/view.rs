@@ -294,9 +294,10 @@ macro_rules! view_class {
                 // SAFETY: `self` of a method call, borrowed for the call, an instance of
                 // this class: CPython's method descriptor checks that before it calls.
                 let slf = unsafe { Borrowed::from_ptr(py, slf).cast_unchecked::<$ty>() };
+                let mut arguments = [None; 4];
                 // SAFETY: as the caller promises.
-                let arguments = unsafe { crate::dlpack::fastcall_arguments(py, args, nargs, kwnames) };
-                let [stream, max_version, dl_device, copy] = arguments?;
+                unsafe { crate::dlpack::fastcall_arguments(py, args, nargs, kwnames, &mut arguments) }?;
+                let [stream, max_version, dl_device, copy] = arguments;
                 let core = &slf.get().core;
                 let request = crate::dlpack::Request {
                     stream: stream.as_deref(),
