@@ -1,5 +1,5 @@
 """cai's benchmark table: each case's median time per operation and its ratio to a
-reference measured in the same process, on this machine.
+reference measured in the same process, on this machine, their repeats interleaved.
 
     bash scripts/bench            # builds release wheels into .venv, runs criterion and this
 
@@ -25,17 +25,32 @@ ROWS, COLS = 256, 256
 rows = []  # (group, case, ns, reference, ref_ns, target_text, ok)
 
 
-def per_op_ns(fn, repeats=9, budget=0.15):
-    timer = timeit.Timer(fn)
+def loops(timer, budget=0.15):
     number, _ = timer.autorange()
-    number = max(1, int(number * budget / 0.2))
+    return max(1, int(number * budget / 0.2))
+
+
+def per_op_ns(fn, repeats=9):
+    timer = timeit.Timer(fn)
+    number = loops(timer)
     times = timer.repeat(repeat=repeats, number=number)
     return statistics.median(times) / number * 1e9
 
 
+def paired_ns(fn, ref_fn, repeats=9):
+    """Medians of a case and its reference, their repeats interleaved: a burst of load on
+    the machine slows both, not one of them."""
+    timers = (timeit.Timer(fn), timeit.Timer(ref_fn))
+    numbers = [loops(t) for t in timers]
+    times = ([], [])
+    for _ in range(repeats):
+        for timer, number, out in zip(timers, numbers, times):
+            out.append(timer.timeit(number) / number)
+    return tuple(statistics.median(t) * 1e9 for t in times)
+
+
 def case(group, name, fn, reference=None, ref_fn=None, target=None, check=None):
-    ns = per_op_ns(fn)
-    ref_ns = per_op_ns(ref_fn) if ref_fn else None
+    ns, ref_ns = paired_ns(fn, ref_fn) if ref_fn else (per_op_ns(fn), None)
     ok = check(ns, ref_ns) if check else None
     rows.append((group, name, ns, reference, ref_ns, target, ok))
 
