@@ -80,8 +80,9 @@ fn remember(index: usize, name: &Borrowed<'_, '_, PyAny>) {
 }
 
 /// Reads the arguments of a `__dlpack__` called the METH_FASTCALL way into `out` (which
-/// starts empty), in the order of [`Request`]'s fields. All four are keyword-only: a positional argument, an unknown
-/// keyword or a repeated one is a `TypeError`, as Python's own signature check says it.
+/// starts empty), in the order of [`Request`]'s fields. All four are keyword-only: a
+/// positional argument, an unknown keyword or a repeated one is a `TypeError`, as
+/// Python's own signature check says it.
 ///
 /// Keywords are matched by identity: with the interned names (a call written in Python
 /// passes those very strings), or with the names last matched by text ([`SEEN`]).
@@ -162,20 +163,9 @@ fn exact_int_pair(value: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
     if !value.is_exact_instance_of::<PyTuple>() {
         return None;
     }
-    let item = |i| {
-        // SAFETY: `value` is a live tuple; PyTuple_GetItem of an index below its size
-        // returns a borrowed, non-null item, which is only read here.
-        unsafe {
-            let item = ffi::PyTuple_GetItem(value.as_ptr(), i);
-            if ffi::Py_TYPE(item) != std::ptr::addr_of_mut!(ffi::PyLong_Type) {
-                return None;
-            }
-            // An exact int runs no code and can only overflow, which sets no exception.
-            let mut overflow = 0;
-            let n = ffi::PyLong_AsLongLongAndOverflow(item, &mut overflow);
-            (overflow == 0).then_some(n)
-        }
-    };
+    // SAFETY: `value` is a live tuple; PyTuple_GetItem of an index below its size returns
+    // a borrowed, non-null item, which is only read here.
+    let item = |i| unsafe { crate::parse::quick_int(ffi::PyTuple_GetItem(value.as_ptr(), i)) };
     // SAFETY: `value` is a live tuple.
     if unsafe { ffi::PyTuple_Size(value.as_ptr()) } != 2 {
         return None;

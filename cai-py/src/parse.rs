@@ -189,9 +189,14 @@ pub(crate) fn read_object(obj: &Bound<'_, PyAny>, iface: Interface) -> PyResult<
 
 /// Parses an interface dict, raising the first problem.
 pub(crate) fn parse(value: &Bound<'_, PyAny>, iface: Interface) -> PyResult<Parsed> {
-    if let Some(parsed) = quick(value, iface) {
-        return Ok(parsed);
+    match quick(value, iface) {
+        Some(parsed) => Ok(parsed),
+        None => full(value, iface),
     }
+}
+
+/// The full reader: any value, every rule, the first problem raised.
+fn full(value: &Bound<'_, PyAny>, iface: Interface) -> PyResult<Parsed> {
     let _nesting = Nesting::enter(iface)?;
     let dict = as_dict(value, iface)?;
     Ok(strict(&dict, iface)?)
@@ -229,9 +234,7 @@ fn quick(value: &Bound<'_, PyAny>, iface: Interface) -> Option<Parsed> {
         let shape = quick_ints(get(SHAPE)?, |n| usize::try_from(n).ok())?;
         let (text, typestr) = quick_typestr(get(TYPESTR)?)?;
         if let Some(d) = get(DESCR) {
-            if !quick_plain_descr(d, text)? {
-                return None;
-            }
+            quick_plain_descr(d, text)?;
         }
         let data = get(DATA)?;
         if ffi::Py_TYPE(data) != std::ptr::addr_of_mut!(ffi::PyTuple_Type) || ffi::PyTuple_Size(data) != 2 {
@@ -269,23 +272,19 @@ fn quick(value: &Bound<'_, PyAny>, iface: Interface) -> Option<Parsed> {
 /// full reader's error as its message), for the test that they agree.
 pub(crate) fn both_reads(value: &Bound<'_, PyAny>, iface: Interface) -> PyResult<(Option<String>, String)> {
     let quick = quick(value, iface).map(|p| format!("{p:?}"));
-    let full = {
-        let _nesting = Nesting::enter(iface)?;
-        as_dict(value, iface).and_then(|d| strict(&d, iface))
-    };
-    let full = match full {
+    let full = match full(value, iface) {
         Ok(p) => format!("{p:?}"),
-        Err(f) => format!("error: {}", PyErr::from(f)),
+        Err(e) => format!("error: {e}"),
     };
     Ok((quick, full))
 }
 
-/// An exact int that fits in 64 bits.
+/// An exact int that fits in 64 bits, read without running code or setting an exception.
 ///
 /// # Safety
 ///
 /// `value` is a live object.
-unsafe fn quick_int(value: *mut ffi::PyObject) -> Option<i64> {
+pub(crate) unsafe fn quick_int(value: *mut ffi::PyObject) -> Option<i64> {
     // SAFETY: as the caller promises; an exact int runs no code and can only overflow,
     // which sets no exception.
     unsafe {
@@ -356,13 +355,13 @@ unsafe fn quick_typestr<'a>(value: *mut ffi::PyObject) -> Option<(&'a [u8], Type
     Some((text, TypeStr::parse(typestr).ok()?))
 }
 
-/// Whether `descr` is the plain `[('', typestr)]` of this very typestr text (which the
-/// strict read drops as restating the typestr); `None` for anything else.
+/// `Some` when `descr` is the plain `[('', typestr)]` of this very typestr text (which
+/// the strict read drops as restating the typestr); `None` for anything else.
 ///
 /// # Safety
 ///
 /// `descr` is a live object.
-unsafe fn quick_plain_descr(descr: *mut ffi::PyObject, typestr: &[u8]) -> Option<bool> {
+unsafe fn quick_plain_descr(descr: *mut ffi::PyObject, typestr: &[u8]) -> Option<()> {
     // SAFETY: as the caller promises; items below a list's or tuple's size are live and
     // borrowed, and nothing here runs Python code that could change the list.
     unsafe {
@@ -375,7 +374,7 @@ unsafe fn quick_plain_descr(descr: *mut ffi::PyObject, typestr: &[u8]) -> Option
         }
         let name = quick_text(ffi::PyTuple_GetItem(entry, 0))?;
         let ty = quick_text(ffi::PyTuple_GetItem(entry, 1))?;
-        Some(name.is_empty() && ty == typestr)
+        (name.is_empty() && ty == typestr).then_some(())
     }
 }
 
