@@ -3,6 +3,7 @@
 
 use std::marker::PhantomData;
 
+use crate::dims::DimVec;
 use crate::element::Element;
 use crate::error::Result;
 use crate::stream::Stream;
@@ -215,8 +216,8 @@ unsafe impl<T: Element> DeviceBuffer for RawDeviceBuffer<T> {
     note = "a `#[cai(shape)]` field is a `[usize; N]`, `Vec<usize>`, `[usize]`, a tuple of up to six `usize`, a single `usize` (1-d), or a type of yours that implements `AsShape`"
 )]
 pub trait AsShape {
-    /// The size of each dimension.
-    fn as_shape(&self) -> Vec<usize>;
+    /// The size of each dimension (`vec.into()` or `DimVec::from(array)` makes one).
+    fn as_shape(&self) -> DimVec<usize>;
 }
 
 /// A value that gives strides in bytes: `[isize; N]`, `Vec<isize>`, `[isize]`, or a tuple
@@ -227,8 +228,9 @@ pub trait AsShape {
     note = "a `#[cai(strides)]` field is a `[isize; N]`, `Vec<isize>`, `[isize]`, a tuple of up to six `isize`, or a type of yours that implements `AsStrides`"
 )]
 pub trait AsStrides {
-    /// The stride of each dimension, in bytes.
-    fn as_strides(&self) -> Vec<isize>;
+    /// The stride of each dimension, in bytes (`vec.into()` or `DimVec::from(array)`
+    /// makes one).
+    fn as_strides(&self) -> DimVec<isize>;
 }
 
 /// A value that names the stream a buffer's work is ordered on: a [`Stream`], a raw
@@ -247,7 +249,7 @@ pub trait AsStream {
 #[allow(unknown_or_malformed_diagnostic_attributes)] // do_not_recommend: Rust 1.85
 #[diagnostic::do_not_recommend]
 impl<S: AsShape + ?Sized> AsShape for &S {
-    fn as_shape(&self) -> Vec<usize> {
+    fn as_shape(&self) -> DimVec<usize> {
         (**self).as_shape()
     }
 }
@@ -255,7 +257,7 @@ impl<S: AsShape + ?Sized> AsShape for &S {
 #[allow(unknown_or_malformed_diagnostic_attributes)] // do_not_recommend: Rust 1.85
 #[diagnostic::do_not_recommend]
 impl<S: AsStrides + ?Sized> AsStrides for &S {
-    fn as_strides(&self) -> Vec<isize> {
+    fn as_strides(&self) -> DimVec<isize> {
         (**self).as_strides()
     }
 }
@@ -273,21 +275,28 @@ macro_rules! sequences {
         #[allow(unknown_or_malformed_diagnostic_attributes)]
         #[diagnostic::do_not_recommend]
         impl $trait for [$int] {
-            fn $method(&self) -> Vec<$int> {
-                self.to_vec()
+            fn $method(&self) -> DimVec<$int> {
+                DimVec::from(self)
             }
         }
         #[allow(unknown_or_malformed_diagnostic_attributes)]
         #[diagnostic::do_not_recommend]
         impl<const N: usize> $trait for [$int; N] {
-            fn $method(&self) -> Vec<$int> {
-                self.to_vec()
+            fn $method(&self) -> DimVec<$int> {
+                DimVec::from(self)
             }
         }
         #[allow(unknown_or_malformed_diagnostic_attributes)]
         #[diagnostic::do_not_recommend]
         impl $trait for Vec<$int> {
-            fn $method(&self) -> Vec<$int> {
+            fn $method(&self) -> DimVec<$int> {
+                DimVec::from(self)
+            }
+        }
+        #[allow(unknown_or_malformed_diagnostic_attributes)]
+        #[diagnostic::do_not_recommend]
+        impl $trait for DimVec<$int> {
+            fn $method(&self) -> DimVec<$int> {
                 self.clone()
             }
         }
@@ -297,10 +306,10 @@ macro_rules! sequences {
         #[allow(unknown_or_malformed_diagnostic_attributes)]
         #[diagnostic::do_not_recommend]
         impl $trait for ($(sequences!(@ty $x $int),)+) {
-            fn $method(&self) -> Vec<$int> {
+            fn $method(&self) -> DimVec<$int> {
                 #[allow(non_snake_case)]
                 let ($($x,)+) = *self;
-                vec![$($x),+]
+                DimVec::from([$($x),+])
             }
         }
     )+};
@@ -313,8 +322,8 @@ sequences!(AsStrides, as_strides, isize);
 #[allow(unknown_or_malformed_diagnostic_attributes)] // do_not_recommend: Rust 1.85
 #[diagnostic::do_not_recommend]
 impl AsShape for usize {
-    fn as_shape(&self) -> Vec<usize> {
-        vec![*self]
+    fn as_shape(&self) -> DimVec<usize> {
+        DimVec::from([*self])
     }
 }
 

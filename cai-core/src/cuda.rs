@@ -177,6 +177,16 @@ fn has_symbol(name: &str) -> bool {
 /// [`DriverError::NotFound`] without a library, [`DriverError::Unusable`] when `cuInit`
 /// fails (no device, a driver too old) or a function cai needs is missing.
 pub fn driver_status() -> std::result::Result<(), DriverError> {
+    status().clone()
+}
+
+/// Whether [`driver_status`] is `Ok`, without copying its error: the check on every
+/// import, where the error is only needed when there is one.
+pub fn driver_ready() -> bool {
+    status().is_ok()
+}
+
+fn status() -> &'static std::result::Result<(), DriverError> {
     static INIT: OnceLock<std::result::Result<(), DriverError>> = OnceLock::new();
     INIT.get_or_init(|| {
         if !driver_present() {
@@ -200,7 +210,6 @@ pub fn driver_status() -> std::result::Result<(), DriverError> {
         }
         Ok(())
     })
-    .clone()
 }
 
 fn init() -> std::result::Result<(), DriverError> {

@@ -5,6 +5,7 @@ use std::fmt;
 use std::ops::Range;
 
 use crate::descr::Descr;
+use crate::dims::DimVec;
 use crate::element::Element;
 use crate::error::{tuple, Error, PyTuple, Result};
 use crate::stream::Stream;
@@ -35,12 +36,12 @@ pub const CURRENT_VERSION: u32 = 3;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Descriptor {
     /// `shape`: the size of each dimension; empty for a 0-d array.
-    pub shape: Vec<usize>,
+    pub shape: DimVec<usize>,
     /// `strides` in bytes, one per dimension, possibly negative or zero; `None` means
     /// C-contiguous. Strides need not be multiples of the item size: NumPy makes such
     /// arrays (a field of a packed record), so they are described faithfully and
     /// [`Descriptor::has_element_strides`] tells whether a typed view is possible.
-    pub strides: Option<Vec<isize>>,
+    pub strides: Option<DimVec<isize>>,
     /// `typestr`: the element type.
     pub typestr: TypeStr,
     /// `descr`: the field list of a record; `None` means the plain `[('', typestr)]`.
@@ -83,7 +84,7 @@ impl Extent {
 
 impl Descriptor {
     /// A C-contiguous, writable, version 3 array of `T` at `data`, with no stream.
-    pub fn new<T: Element>(data: usize, shape: impl Into<Vec<usize>>) -> Descriptor {
+    pub fn new<T: Element>(data: usize, shape: impl Into<DimVec<usize>>) -> Descriptor {
         // Only void types (records, bf16) can have a descr of their own; asking the others
         // would allocate one to throw away.
         let descr = match T::TYPESTR.kind() {
@@ -94,7 +95,7 @@ impl Descriptor {
     }
 
     /// A C-contiguous, writable, version 3 array of `typestr` elements at `data`.
-    pub fn from_typestr(typestr: TypeStr, data: usize, shape: impl Into<Vec<usize>>) -> Descriptor {
+    pub fn from_typestr(typestr: TypeStr, data: usize, shape: impl Into<DimVec<usize>>) -> Descriptor {
         Descriptor {
             shape: shape.into(),
             strides: None,
@@ -109,7 +110,7 @@ impl Descriptor {
     }
 
     /// The same array with explicit strides in bytes.
-    pub fn with_strides(self, strides: impl Into<Vec<isize>>) -> Descriptor {
+    pub fn with_strides(self, strides: impl Into<DimVec<isize>>) -> Descriptor {
         Descriptor { strides: Some(strides.into()), ..self }
     }
 

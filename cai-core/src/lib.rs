@@ -32,6 +32,7 @@
 //! | `typestr`, `descr` | the element-type grammar |
 //! | `element` | [`Element`] and its impls |
 //! | `descriptor` | [`Descriptor`], [`Extent`], validation |
+//! | `dims` | [`DimVec`], the shape and strides, inline up to six dimensions |
 //! | `stream` | the [`Stream`] value of version 3 |
 //! | `interface` | the producer traits |
 //! | `buffer` | [`DeviceBuffer`], [`HostBuffer`], [`RawDeviceBuffer`], shape/strides/stream sources |
@@ -86,6 +87,7 @@ mod buffer;
 pub mod cuda;
 mod descr;
 mod descriptor;
+pub mod dims;
 pub mod dlpack;
 mod element;
 mod error;
@@ -103,6 +105,7 @@ pub use buffer::{AsShape, AsStream, AsStrides, DeviceBuffer, HostBuffer, RawDevi
 
 pub use descr::{Descr, Field, FieldLayout, FieldType};
 pub use descriptor::{Descriptor, Extent, CURRENT_VERSION};
+pub use dims::{DimVec, INLINE_DIMS};
 pub use element::Element;
 pub use error::{DriverError, Error, ErrorKind, PyTuple, Result};
 pub use interface::{ArrayInterface, CudaArrayInterface, NamedArrays, NamedCudaArrays};

@@ -4,6 +4,7 @@
 use crate::buffer::{DeviceBuffer, HostBuffer};
 use crate::descr::{Descr, Field, FieldType};
 use crate::descriptor::Descriptor;
+use crate::dims::DimVec;
 use crate::element::Element;
 use crate::error::{tuple, Error, Result};
 use crate::stream::Stream;
@@ -23,9 +24,9 @@ pub struct Export {
 #[derive(Debug)]
 pub struct Layout {
     /// From a `shape` field or expression; `None` for 1-d over the whole buffer.
-    pub shape: Option<Vec<usize>>,
+    pub shape: Option<DimVec<usize>>,
     /// From a `strides` field or expression; `None` for C order.
-    pub strides: Option<Vec<isize>>,
+    pub strides: Option<DimVec<isize>>,
     /// `version = N`.
     pub version: u32,
     /// `readonly` on the container.
@@ -33,7 +34,7 @@ pub struct Layout {
 }
 
 fn start<T: Element>(ptr: usize, len: usize, readonly: bool, field: &'static str, layout: Layout) -> Result<Export> {
-    let shape = layout.shape.unwrap_or_else(|| vec![len]);
+    let shape = layout.shape.unwrap_or_else(|| DimVec::from([len]));
     let buffer_bytes = len.checked_mul(T::TYPESTR.itemsize()).ok_or_else(|| Error::Overflow {
         key: "data",
         value: format!("{len} elements"),

@@ -21,7 +21,7 @@ use std::sync::OnceLock;
 use cai_core::dlpack::{
     self, device_type, flags, DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLTensor,
 };
-use cai_core::{Descriptor, Extent, Stream};
+use cai_core::{Descriptor, DimVec, Extent, Stream};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -399,16 +399,19 @@ unsafe fn release(block: *mut c_void, owner: ptr::NonNull<ffi::PyObject>) {
 /// The deleter of a tensor made by [`export`].
 unsafe extern "C" fn delete<M>(tensor: *mut M) {
     if !tensor.is_null() {
+        let export = tensor.cast::<Export<M>>();
         // SAFETY: the tensor is the first field of an `Export` written by `boxed` into
         // `PyMem_Malloc` memory, and the deleter runs once (the protocol's rule, which our
-        // capsule destructor follows): the export is moved out of its memory, which is
-        // not read again.
-        let export = unsafe { ptr::read(tensor.cast::<Export<M>>()) };
-        let owner = export.owner;
-        // The shape and a copy's memory are freed without the interpreter.
-        drop(export);
-        // SAFETY: as above.
-        unsafe { release(tensor.cast(), owner) };
+        // capsule destructor follows): the fields that own something are dropped in
+        // place (the managed tensor and the inline dims own nothing), and the memory is
+        // not read again. The shape and a copy's memory are freed without the
+        // interpreter; moving the export out to drop it would copy its few hundred bytes.
+        unsafe {
+            let owner = (*export).owner;
+            ptr::drop_in_place(ptr::addr_of_mut!((*export).spilled));
+            ptr::drop_in_place(ptr::addr_of_mut!((*export)._copy));
+            release(tensor.cast(), owner);
+        }
     }
 }
 
@@ -906,17 +909,17 @@ fn read_tensor(owner: &Bound<'_, DLPackTensor>, reported: DLDevice, stream: Opti
     let ndim = usize::try_from(tensor.ndim).ok().filter(|&n| n <= 64).ok_or_else(|| {
         PyValueError::new_err(format!("ndim: {} is not a number of dimensions cai reads (0 to 64)", tensor.ndim))
     })?;
-    let read = |p: *mut i64, what: &str| -> PyResult<Vec<i64>> {
+    let read = |p: *mut i64, what: &str| -> PyResult<DimVec<i64>> {
         if ndim == 0 {
-            return Ok(Vec::new());
+            return Ok(DimVec::new());
         }
         if p.is_null() {
             return Err(PyValueError::new_err(format!("{what}: the tensor has {ndim} dimensions and no {what}")));
         }
         // SAFETY: the producer exports `ndim` entries at `p`, alive with the tensor.
-        Ok(unsafe { std::slice::from_raw_parts(p, ndim) }.to_vec())
+        Ok(DimVec::from(unsafe { std::slice::from_raw_parts(p, ndim) }))
     };
-    let shape: Vec<usize> = read(tensor.shape, "shape")?
+    let shape: DimVec<usize> = read(tensor.shape, "shape")?
         .into_iter()
         .map(|n| usize::try_from(n).map_err(|_| PyValueError::new_err(format!("shape: a dimension is negative: {n}"))))
         .collect::<PyResult<_>>()?;
@@ -928,7 +931,7 @@ fn read_tensor(owner: &Bound<'_, DLPackTensor>, reported: DLDevice, stream: Opti
         let bytes = elements
             .iter()
             .map(|&s| isize::try_from(s).ok().and_then(|s| s.checked_mul(itemsize)))
-            .collect::<Option<Vec<isize>>>()
+            .collect::<Option<DimVec<isize>>>()
             .ok_or_else(|| PyValueError::new_err(format!("strides: {elements:?} elements overflow in bytes")))?;
         Some(bytes)
     };

@@ -190,7 +190,14 @@ fn describe(d: &Descriptor) -> String {
 
 /// What every extracted argument holds: the object (so that the memory stays valid for
 /// the call), the checked descriptor, and its entry in the overlap registry.
-pub(crate) struct Argument<'py> {
+///
+/// Boxed: pyo3 moves an extracted argument several times on its way into the function
+/// (out of the extraction's result, into the call), and a descriptor inline made each
+/// move a copy of some 300 bytes, which cost more than the one allocation.
+pub(crate) struct Argument<'py>(Box<Held<'py>>);
+
+/// The contents of an [`Argument`].
+pub(crate) struct Held<'py> {
     pub(crate) object: Bound<'py, PyAny>,
     pub(crate) descriptor: Descriptor,
     /// C-order strides, computed when first asked for (the descriptor's own otherwise).
@@ -204,11 +211,17 @@ pub(crate) struct Argument<'py> {
 /// Reads an argument in `memory` from `object`, checked against what `T`, `D` and `A` ask
 /// for: through the interface of that memory, or else DLPack (whose producer is asked
 /// for its tensor only when its device is of that memory; for device memory it is told
-/// the legacy default stream, since DLPack orders work up front).
+/// the legacy default stream, since DLPack orders work up front). A tensor taken through
+/// DLPack is put in `dlpack`, to be kept alive with the argument.
+///
+/// (The tensor is not returned with the array: a pair would be one more copy of the
+/// array's few hundred bytes on every extraction.)
+#[inline]
 pub(crate) fn read<T: Element, D: Dimension, A: Access>(
     object: &Bound<'_, PyAny>,
     memory: Memory,
-) -> PyResult<(Parsed, Option<Py<PyAny>>)> {
+    dlpack: &mut Option<Py<PyAny>>,
+) -> PyResult<Parsed> {
     // What this memory's interface is, and what an argument of the other memory is told.
     let (own, other, other_memory, stream, way_out, accepted) = match memory {
         Memory::Device => (
@@ -231,13 +244,13 @@ pub(crate) fn read<T: Element, D: Dimension, A: Access>(
     // NumPy's arrays are read through DLPack: the same array, a third of the cost.
     if memory == Memory::Host && crate::dlpack::is_numpy_array(object) {
         if let Some(imported) = crate::dlpack::import_numpy(object)? {
-            return checked_dlpack::<T, D, A>(object, imported, memory);
+            return checked_dlpack::<T, D, A>(object, imported, memory, dlpack);
         }
     }
-    let read = match parse::attribute(object, own)? {
-        Some(value) => (parse::parse(&value, own)?, None),
+    let parsed = match parse::attribute(object, own)? {
+        Some(value) => parse::parse(&value, own)?,
         None if crate::dlpack::offers(object)? => match crate::dlpack::import_memory(object, stream, None, memory)? {
-            Ok(imported) => return checked_dlpack::<T, D, A>(object, imported, memory),
+            Ok(imported) => return checked_dlpack::<T, D, A>(object, imported, memory, dlpack),
             Err(_) => {
                 let message = format!(
                     "expected {}, received {} whose DLPack device is {other_memory} memory ({way_out})",
@@ -258,8 +271,8 @@ pub(crate) fn read<T: Element, D: Dimension, A: Access>(
             return Err(Problem::type_error(message).into());
         }
     };
-    check::<T, D, A>(&read.0, memory)?;
-    Ok(read)
+    check::<T, D, A>(&parsed, memory)?;
+    Ok(parsed)
 }
 
 /// Checks an array read through DLPack. A read-write argument needs a versioned capsule:
@@ -269,7 +282,8 @@ fn checked_dlpack<T: Element, D: Dimension, A: Access>(
     object: &Bound<'_, PyAny>,
     imported: crate::dlpack::Imported,
     memory: Memory,
-) -> PyResult<(Parsed, Option<Py<PyAny>>)> {
+    dlpack: &mut Option<Py<PyAny>>,
+) -> PyResult<Parsed> {
     check::<T, D, A>(&imported.parsed, memory)?;
     if A::WRITABLE && !imported.versioned {
         return Err(Problem::buffer_error(format!(
@@ -281,7 +295,8 @@ fn checked_dlpack<T: Element, D: Dimension, A: Access>(
         ))
         .into());
     }
-    Ok((imported.parsed, Some(imported.owner)))
+    *dlpack = Some(imported.owner);
+    Ok(imported.parsed)
 }
 
 /// Checks `parsed` against what `T`, `D` and `A` ask for.
@@ -337,14 +352,19 @@ impl<'py> Argument<'py> {
         writable: bool,
     ) -> PyResult<Argument<'py>> {
         let borrow = registry::acquire(&parsed.descriptor, parsed.extent, writable)?;
-        Ok(Argument {
+        // Allocated first, so that the descriptor is copied once, straight into the box.
+        let mut slot = Box::new_uninit();
+        let held = Held {
             object,
             descriptor: parsed.descriptor,
             c_strides: OnceCell::new(),
             extent: parsed.extent,
             borrow,
             _dlpack: dlpack,
-        })
+        };
+        slot.write(held);
+        // SAFETY: written on the line above (`Box::write` does this from Rust 1.87).
+        Ok(Argument(unsafe { slot.assume_init() }))
     }
 
     /// The `Debug` output of an argument type `name` of `T` with access `A`.
@@ -379,7 +399,14 @@ impl<'py> Argument<'py> {
     }
 }
 
-impl Drop for Argument<'_> {
+impl<'py> std::ops::Deref for Argument<'py> {
+    type Target = Held<'py>;
+    fn deref(&self) -> &Held<'py> {
+        &self.0
+    }
+}
+
+impl Drop for Held<'_> {
     fn drop(&mut self) {
         if let Some(id) = self.borrow {
             registry::release(id);
@@ -466,7 +493,8 @@ impl<'a, 'py, T: Element, D: Dimension, A: Access> FromPyObject<'a, 'py> for PyC
         let py = object.py();
         // The interface first, DLPack otherwise: with the interface, ordering waits until
         // the function names its stream (see "Streams").
-        let (parsed, dlpack) = read::<T, D, A>(&object, Memory::Device)?;
+        let mut dlpack = None;
+        let parsed = read::<T, D, A>(&object, Memory::Device, &mut dlpack)?;
         let config = crate::config::get(py)?;
         let options = ImportOptions {
             policy: config.import_sync,

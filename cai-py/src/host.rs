@@ -70,7 +70,8 @@ impl<'a, 'py, T: Element, D: Dimension, A: Access> FromPyObject<'a, 'py> for PyH
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
         let object = obj.to_owned();
         // The interface first (NumPy's arrays give it), DLPack otherwise.
-        let (parsed, dlpack) = read::<T, D, A>(&object, Memory::Host)?;
+        let mut dlpack = None;
+        let parsed = read::<T, D, A>(&object, Memory::Host, &mut dlpack)?;
         let argument = Argument::register(object, parsed, dlpack, A::WRITABLE)?;
         Ok(PyHostArray { argument, _marker: PhantomData })
     }
@@ -269,7 +270,7 @@ mod nd {
     impl<T: Element, D: NdDimension, A: Access> PyHostArray<'_, T, D, A> {
         fn layout(&self, method: &str, exclusive: bool) -> PyResult<Layout> {
             let d = &self.argument.descriptor;
-            let shape = d.shape.clone();
+            let shape = d.shape.to_vec();
             let elements = self.element_strides();
             if shape.contains(&0) || std::mem::size_of::<T>() == 0 {
                 // No byte is read: C-order strides from an aligned dangling pointer (the

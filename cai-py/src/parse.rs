@@ -22,7 +22,9 @@
 
 use std::cell::Cell;
 
-use cai_core::{Descr, Descriptor, Error, Extent, Field, FieldType, Stream, TypeStr, CURRENT_VERSION};
+use cai_core::{
+    Descr, Descriptor, DimVec, Error, Extent, Field, FieldType, Stream, TypeStr, CURRENT_VERSION, INLINE_DIMS,
+};
 use pyo3::exceptions::{PyMemoryError, PyOverflowError, PyRecursionError, PyRuntimeWarning};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -188,6 +190,7 @@ pub(crate) fn read_object(obj: &Bound<'_, PyAny>, iface: Interface) -> PyResult<
 }
 
 /// Parses an interface dict, raising the first problem.
+#[inline]
 pub(crate) fn parse(value: &Bound<'_, PyAny>, iface: Interface) -> PyResult<Parsed> {
     match quick(value, iface) {
         Some(parsed) => Ok(parsed),
@@ -297,23 +300,27 @@ pub(crate) unsafe fn quick_int(value: *mut ffi::PyObject) -> Option<i64> {
     }
 }
 
-/// An exact tuple of exact ints, each converted by `convert`.
+/// An exact tuple of at most [`INLINE_DIMS`] exact ints, each converted by `convert`.
 ///
 /// # Safety
 ///
 /// `value` is a live object.
-unsafe fn quick_ints<T>(value: *mut ffi::PyObject, convert: impl Fn(i64) -> Option<T>) -> Option<Vec<T>> {
+unsafe fn quick_ints<T: Copy + Default>(
+    value: *mut ffi::PyObject,
+    convert: impl Fn(i64) -> Option<T>,
+) -> Option<DimVec<T>> {
     // SAFETY: as the caller promises; items below a tuple's size are live and borrowed.
     unsafe {
         if ffi::Py_TYPE(value) != std::ptr::addr_of_mut!(ffi::PyTuple_Type) {
             return None;
         }
-        let n = ffi::PyTuple_Size(value);
-        let mut out = Vec::with_capacity(usize::try_from(n).ok()?);
-        for i in 0..n {
-            out.push(convert(quick_int(ffi::PyTuple_GetItem(value, i))?)?);
+        // More dimensions than a DimVec holds inline are left to the full reader.
+        let n = usize::try_from(ffi::PyTuple_Size(value)).ok().filter(|&n| n <= INLINE_DIMS)?;
+        let mut items = [T::default(); INLINE_DIMS];
+        for (i, slot) in (0..).zip(&mut items[..n]) {
+            *slot = convert(quick_int(ffi::PyTuple_GetItem(value, i))?)?;
         }
-        Some(out)
+        Some(DimVec::from_prefix(items, n))
     }
 }
 
@@ -775,15 +782,15 @@ fn version(value: Option<&Bound<'_, PyAny>>) -> Result<u64, Failure> {
 
 /// The ints of a tuple, each converted by `convert` (which names the problem with a value).
 /// The tuple is held and its items cannot change, whatever `__index__` does.
-fn int_tuple<T>(
+fn int_tuple<T: Copy + Default>(
     value: &Bound<'_, PyAny>,
     key: &'static str,
     expected: &'static str,
     convert: impl Fn(i128) -> Option<T>,
     out_of_range: impl Fn(i128) -> Result<Failure, PyErr>,
-) -> Result<Vec<T>, Failure> {
+) -> Result<DimVec<T>, Failure> {
     let Ok(t) = value.cast::<PyTuple>() else { return Err(wrong_type(key, expected, value)) };
-    let mut out = Vec::with_capacity(t.len());
+    let mut out = DimVec::new();
     for item in t.iter_borrowed() {
         let n = integer(&item, key, expected)?;
         match convert(n) {
@@ -794,7 +801,7 @@ fn int_tuple<T>(
     Ok(out)
 }
 
-fn shape(value: Option<&Bound<'_, PyAny>>) -> Result<Vec<usize>, Failure> {
+fn shape(value: Option<&Bound<'_, PyAny>>) -> Result<DimVec<usize>, Failure> {
     const EXPECTED: &str = "a tuple of non-negative ints";
     let value = value.ok_or_else(|| missing("shape"))?;
     int_tuple(
@@ -809,7 +816,7 @@ fn shape(value: Option<&Bound<'_, PyAny>>) -> Result<Vec<usize>, Failure> {
     )
 }
 
-fn strides(value: Option<&Bound<'_, PyAny>>) -> Result<Option<Vec<isize>>, Failure> {
+fn strides(value: Option<&Bound<'_, PyAny>>) -> Result<Option<DimVec<isize>>, Failure> {
     match value {
         None => Ok(None),
         Some(v) if v.is_none() => Ok(None),

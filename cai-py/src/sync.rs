@@ -270,9 +270,9 @@ mod imp {
         if !needs_sync && !needs_check {
             return Ok(None);
         }
-        if let Err(e) = cuda::driver_status() {
+        if !cuda::driver_ready() {
             // Nothing in this process can touch device memory: no pointer to check.
-            if needs_sync {
+            if let (true, Err(e)) = (needs_sync, cuda::driver_status()) {
                 return Err(sync_failure(py, d.stream, &e, options.caller));
             }
             return Ok(None);

@@ -38,7 +38,7 @@ fn main() -> Result<(), Error> {
     let exported = m.array_interface()?;
     report("A 3x4 f32 matrix, as its producer exports it:", &exported);
 
-    let transposed = Descriptor { shape: vec![4, 3], strides: Some(vec![4, 16]), ..exported.clone() };
+    let transposed = Descriptor { shape: [4, 3].into(), strides: Some([4, 16].into()), ..exported.clone() };
     report("Its transpose (Fortran order):", &transposed);
 
     let reversed = Descriptor::new::<f32>(exported.data + 32, [3, 2]).with_strides([-16, 8]);

@@ -7,6 +7,7 @@ hypothesis = pytest.importorskip("hypothesis", reason="the property tests need h
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+import cai  # noqa: E402
 import cai_fixtures as fx  # noqa: E402
 
 # The full reader warns about versions above 3 (its own tests check the warning).
@@ -46,6 +47,7 @@ def test_the_common_dicts_take_the_quick_path():
         {**base(), "shape": (), "strides": ()},
         {**base(), "shape": (0, 5)},
         {**base(), "data": (PTR, True)},
+        {**base(), "shape": (1,) * 6, "strides": (4,) * 6},
     ]:
         quick, full = agree(desc)
         assert quick is not None, desc
@@ -81,6 +83,9 @@ def test_the_common_dicts_take_the_quick_path():
         {"mask": object()},
         {"extra": 1},
         {"data": (1, False), "shape": (2**62, 2**62)},
+        # More dimensions than a shape holds inline: the full reader's, which allocates.
+        {"shape": (1,) * 7},
+        {"shape": (1,) * 6, "strides": (4,) * 7},
     ],
 )
 def test_the_rest_is_left_to_the_full_reader(change):
@@ -94,6 +99,15 @@ def test_a_key_that_is_not_the_interned_string_is_left_to_the_full_reader():
     assert agree(desc)[0] is None
     desc = {"".join(["sha", "pe"]): (4, 5), **{k: v for k, v in base().items() if k != "shape"}}
     assert agree(desc)[0] is None
+
+
+def test_many_dimensions_read_the_same_either_way():
+    for ndim in [6, 7, 12, 32]:
+        desc = {**base(), "shape": (2,) * ndim, "strides": tuple(4 * 2**i for i in reversed(range(ndim)))}
+        quick, full = agree(desc)
+        assert "shape" in full and (quick is None) == (ndim > 6), (ndim, quick, full)
+        view = cai.from_cuda_array_interface(desc, sync=False, check_pointers=False)
+        assert view.shape == (2,) * ndim and view.strides == desc["strides"]
 
 
 def test_the_host_interface_leaves_a_stream_to_the_full_reader():

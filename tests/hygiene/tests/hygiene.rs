@@ -22,7 +22,7 @@ fn derived_without_prelude_and_renamed() {
         ids: raw(2),
     };
     let d = dev.cuda_array_interface().unwrap();
-    assert_eq!((d.stream, d.mask.unwrap().shape), (Stream::LegacyDefault, vec![4]));
+    assert_eq!((d.stream, d.mask.unwrap().shape.to_vec()), (Stream::LegacyDefault, vec![4]));
     assert_eq!(Device::<f32>::NAMES, ["ids"]);
     assert_eq!(dev.cuda_array("ids").unwrap().unwrap().shape, [2]);
 
