@@ -301,7 +301,7 @@ impl KeepCurrent {
     /// Remembers the current context.
     pub fn new() -> KeepCurrent {
         let previous =
-            if driver_status().is_ok() { result::ctx::get_current().ok().map(|c| c.map(|c| c as usize)) } else { None };
+            if driver_ready() { result::ctx::get_current().ok().map(|c| c.map(|c| c as usize)) } else { None };
         KeepCurrent { previous }
     }
 }

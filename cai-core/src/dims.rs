@@ -96,6 +96,18 @@ impl<T: Copy + Default> DimVec<T> {
         }
     }
 
+    /// Removes the last value and returns it.
+    pub fn pop(&mut self) -> Option<T> {
+        let last = self.last().copied()?;
+        self.truncate(self.len() - 1);
+        Some(last)
+    }
+
+    /// Removes every value.
+    pub fn clear(&mut self) {
+        self.truncate(0);
+    }
+
     /// Keeps the first `len` values.
     pub fn truncate(&mut self, len: usize) {
         match &mut self.0 {
@@ -108,7 +120,8 @@ impl<T: Copy + Default> DimVec<T> {
     pub fn is_inline(&self) -> bool {
         match &self.0 {
             Repr::Inline { .. } => true,
-            Repr::Heap(v) => v.capacity() == 0,
+            // An empty `Vec` has no allocation, nor has any `Vec` of a zero-sized type.
+            Repr::Heap(v) => v.capacity() == 0 || std::mem::size_of::<T>() == 0,
         }
     }
 
@@ -192,6 +205,36 @@ impl<T: Copy + Default + PartialEq, const N: usize> PartialEq<[T; N]> for DimVec
     }
 }
 
+impl<T: Copy + Default + PartialEq, const N: usize> PartialEq<&[T; N]> for DimVec<T> {
+    fn eq(&self, other: &&[T; N]) -> bool {
+        self.as_slice() == *other
+    }
+}
+
+impl<T: Copy + Default + PartialEq, const N: usize> PartialEq<DimVec<T>> for [T; N] {
+    fn eq(&self, other: &DimVec<T>) -> bool {
+        self == other.as_slice()
+    }
+}
+
+impl<T: Copy + Default + PartialEq> PartialEq<DimVec<T>> for &[T] {
+    fn eq(&self, other: &DimVec<T>) -> bool {
+        *self == other.as_slice()
+    }
+}
+
+impl<T: Copy + Default + PartialOrd> PartialOrd for DimVec<T> {
+    fn partial_cmp(&self, other: &DimVec<T>) -> Option<std::cmp::Ordering> {
+        self.as_slice().partial_cmp(other.as_slice())
+    }
+}
+
+impl<T: Copy + Default + Ord> Ord for DimVec<T> {
+    fn cmp(&self, other: &DimVec<T>) -> std::cmp::Ordering {
+        self.as_slice().cmp(other.as_slice())
+    }
+}
+
 impl<T: Copy + Default + PartialEq> PartialEq<Vec<T>> for DimVec<T> {
     fn eq(&self, other: &Vec<T>) -> bool {
         self.as_slice() == other.as_slice()
@@ -260,6 +303,12 @@ impl<T: Copy + Default> From<&Vec<T>> for DimVec<T> {
     }
 }
 
+impl<T: Copy + Default> From<Box<[T]>> for DimVec<T> {
+    fn from(values: Box<[T]>) -> DimVec<T> {
+        DimVec::from(values.into_vec())
+    }
+}
+
 impl<T: Copy + Default> From<DimVec<T>> for Vec<T> {
     fn from(values: DimVec<T>) -> Vec<T> {
         values.into_vec()
@@ -282,6 +331,20 @@ impl<T: Copy + Default> Extend<T> for DimVec<T> {
     }
 }
 
+impl<'a, T: Copy + Default + 'a> Extend<&'a T> for DimVec<T> {
+    fn extend<I: IntoIterator<Item = &'a T>>(&mut self, iter: I) {
+        self.extend(iter.into_iter().copied());
+    }
+}
+
+impl<'a, T: Copy + Default> IntoIterator for &'a mut DimVec<T> {
+    type Item = &'a mut T;
+    type IntoIter = std::slice::IterMut<'a, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter_mut()
+    }
+}
+
 impl<'a, T: Copy + Default> IntoIterator for &'a DimVec<T> {
     type Item = &'a T;
     type IntoIter = std::slice::Iter<'a, T>;
@@ -294,7 +357,8 @@ impl<T: Copy + Default> IntoIterator for DimVec<T> {
     type Item = T;
     type IntoIter = IntoIter<T>;
     fn into_iter(self) -> IntoIter<T> {
-        IntoIter { values: self, next: 0 }
+        let end = self.len();
+        IntoIter { values: self, next: 0, end }
     }
 }
 
@@ -303,19 +367,33 @@ impl<T: Copy + Default> IntoIterator for DimVec<T> {
 pub struct IntoIter<T: Copy + Default> {
     values: DimVec<T>,
     next: usize,
+    /// One past the last value not yet taken from the back.
+    end: usize,
 }
 
 impl<T: Copy + Default> Iterator for IntoIter<T> {
     type Item = T;
     fn next(&mut self) -> Option<T> {
-        let value = self.values.get(self.next).copied()?;
+        if self.next == self.end {
+            return None;
+        }
         self.next += 1;
-        Some(value)
+        self.values.get(self.next - 1).copied()
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let left = self.values.len() - self.next;
+        let left = self.end - self.next;
         (left, Some(left))
+    }
+}
+
+impl<T: Copy + Default> DoubleEndedIterator for IntoIter<T> {
+    fn next_back(&mut self) -> Option<T> {
+        if self.next == self.end {
+            return None;
+        }
+        self.end -= 1;
+        self.values.get(self.end).copied()
     }
 }
 
@@ -346,6 +424,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::op_ref)] // the comparisons with references are what is tested
     fn compares_and_hashes_as_its_slice() {
         use std::collections::hash_map::DefaultHasher;
         let hash = |v: &dyn Fn(&mut DefaultHasher)| {
@@ -359,6 +438,19 @@ mod tests {
         assert_eq!(DimVec::from(long.clone()), long);
         assert_eq!(DimVec::from(long.clone()).into_iter().collect::<Vec<_>>(), long);
         assert_eq!(inline.clone().into_iter().len(), 2);
+        assert_eq!(inline.clone().into_iter().rev().collect::<Vec<_>>(), [-4, 3]);
+        let mut it = DimVec::from(long.clone()).into_iter();
+        assert_eq!((it.next(), it.next_back(), it.len()), (Some(0), Some(8), 7));
+        assert!([3isize, -4] == inline && &[3isize, -4][..] == inline && inline == &[3, -4]);
+        let mut doubled = inline.clone();
+        for x in &mut doubled {
+            *x *= 2;
+        }
+        assert_eq!((doubled.pop(), doubled.as_slice()), (Some(-8), &[6][..]));
+        doubled.clear();
+        doubled.extend(&[1, 2]);
+        let bigger = DimVec::from([1isize, 3]);
+        assert!(doubled == [1, 2] && doubled < bigger);
         assert_ne!(inline, DimVec::from([3isize]));
         // Equal values compare equal whether inline or not.
         let mut spilled: DimVec<isize> = (0..7).collect();

@@ -300,7 +300,7 @@ pub(crate) fn device(py: Python<'_>, descriptor: &Descriptor, extent: Extent, me
 }
 
 /// The most dimensions whose shape and strides live inside an export's one allocation.
-const INLINE_DIMS: usize = 8;
+const EXPORT_INLINE_DIMS: usize = 8;
 
 /// One export, in one allocation: the managed tensor a capsule points at (first, so that
 /// a pointer to it is a pointer to the whole), the shape and strides it points into, the
@@ -308,9 +308,9 @@ const INLINE_DIMS: usize = 8;
 #[repr(C)]
 struct Export<M> {
     managed: M,
-    /// The shape and strides of an array of up to [`INLINE_DIMS`] dimensions; only the
+    /// The shape and strides of an array of up to [`EXPORT_INLINE_DIMS`] dimensions; only the
     /// first `2 * ndim` are written.
-    inline: [MaybeUninit<i64>; 2 * INLINE_DIMS],
+    inline: [MaybeUninit<i64>; 2 * EXPORT_INLINE_DIMS],
     spilled: Option<Box<[i64]>>,
     /// A strong reference, released by [`delete`].
     owner: ptr::NonNull<ffi::PyObject>,
@@ -397,7 +397,9 @@ unsafe fn release(block: *mut c_void, owner: ptr::NonNull<ffi::PyObject>) {
 }
 
 /// The deleter of a tensor made by [`export`].
-unsafe extern "C" fn delete<M>(tensor: *mut M) {
+unsafe extern "C" fn delete<M: Managed>(tensor: *mut M) {
+    // The managed tensor is left undropped below: it must own nothing.
+    const { assert!(!std::mem::needs_drop::<M>(), "a managed tensor owns nothing") };
     if !tensor.is_null() {
         let export = tensor.cast::<Export<M>>();
         // SAFETY: the tensor is the first field of an `Export` written by `boxed` into
@@ -485,7 +487,7 @@ impl Layout {
 fn boxed<M: Managed>(managed: M, layout: &Layout, owner: Py<PyAny>, copy: Option<Copied>) -> PyResult<*mut M> {
     const { assert!(std::mem::align_of::<Export<M>>() <= 16, "PyMem_Malloc aligns to 16 bytes") };
     let ndim = layout.ndim();
-    let spilled = (ndim > INLINE_DIMS).then(|| layout.dims.clone());
+    let spilled = (ndim > EXPORT_INLINE_DIMS).then(|| layout.dims.clone());
     // The export is written in place, field by field, into memory of Python's allocator
     // (as NumPy allocates its exports: small blocks cost less there than from malloc). Built
     // on the stack and moved into a box, its few hundred bytes would be copied once more.

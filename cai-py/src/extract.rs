@@ -352,18 +352,19 @@ impl<'py> Argument<'py> {
         writable: bool,
     ) -> PyResult<Argument<'py>> {
         let borrow = registry::acquire(&parsed.descriptor, parsed.extent, writable)?;
-        // Allocated first, so that the descriptor is copied once, straight into the box.
+        // Allocated first, so that the contents are written to the heap as they are
+        // built (perf: built on the stack and then moved, they cost one copy more).
         let mut slot = Box::new_uninit();
-        let held = Held {
+        slot.write(Held {
             object,
             descriptor: parsed.descriptor,
             c_strides: OnceCell::new(),
             extent: parsed.extent,
             borrow,
             _dlpack: dlpack,
-        };
-        slot.write(held);
-        // SAFETY: written on the line above (`Box::write` does this from Rust 1.87).
+        });
+        // SAFETY: written just above (`Box::write` does this without `unsafe` from Rust
+        // 1.87, above cai-py's minimum).
         Ok(Argument(unsafe { slot.assume_init() }))
     }
 
