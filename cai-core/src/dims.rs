@@ -35,15 +35,15 @@ pub struct DimVec<T: Copy + Default>(Repr<T>);
 enum Repr<T> {
     /// The first `len` values of `items` (the rest are unused).
     Inline { len: u8, items: [T; INLINE_DIMS] },
-    /// More than [`INLINE_DIMS`] values (or fewer, after [`DimVec::truncate`]).
+    /// More than [`INLINE_DIMS`] values (or fewer, after [`DimVec::truncate`]): only a
+    /// push past them, or a longer `Vec`, makes one.
     Heap(Vec<T>),
 }
 
 impl<T: Copy + Default> DimVec<T> {
     /// No dimensions (a 0-d array's shape).
-    pub const fn new() -> DimVec<T> {
-        // An empty `Vec` allocates nothing; the first push moves the values inline.
-        DimVec(Repr::Heap(Vec::new()))
+    pub fn new() -> DimVec<T> {
+        DimVec(Repr::Inline { len: 0, items: [T::default(); INLINE_DIMS] })
     }
 
     /// The values as a slice.
@@ -87,11 +87,6 @@ impl<T: Copy + Default> DimVec<T> {
                 v.push(value);
                 self.0 = Repr::Heap(v);
             }
-            Repr::Heap(v) if v.capacity() == 0 => {
-                let mut items = [T::default(); INLINE_DIMS];
-                items[0] = value;
-                self.0 = Repr::Inline { len: 1, items };
-            }
             Repr::Heap(v) => v.push(value),
         }
     }
@@ -120,8 +115,8 @@ impl<T: Copy + Default> DimVec<T> {
     pub fn is_inline(&self) -> bool {
         match &self.0 {
             Repr::Inline { .. } => true,
-            // An empty `Vec` has no allocation, nor has any `Vec` of a zero-sized type.
-            Repr::Heap(v) => v.capacity() == 0 || std::mem::size_of::<T>() == 0,
+            // A `Vec` of a zero-sized type has no allocation.
+            Repr::Heap(_) => std::mem::size_of::<T>() == 0,
         }
     }
 

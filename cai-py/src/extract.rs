@@ -194,10 +194,10 @@ fn describe(d: &Descriptor) -> String {
 /// Boxed: pyo3 moves an extracted argument several times on its way into the function
 /// (out of the extraction's result, into the call), and a descriptor inline made each
 /// move a copy of some 300 bytes, which cost more than the one allocation.
-pub(crate) struct Argument<'py>(Box<Held<'py>>);
+pub(crate) struct Argument<'py>(Box<Contents<'py>>);
 
 /// The contents of an [`Argument`].
-pub(crate) struct Held<'py> {
+pub(crate) struct Contents<'py> {
     pub(crate) object: Bound<'py, PyAny>,
     pub(crate) descriptor: Descriptor,
     /// C-order strides, computed when first asked for (the descriptor's own otherwise).
@@ -355,7 +355,7 @@ impl<'py> Argument<'py> {
         // Allocated first, so that the contents are written to the heap as they are
         // built (perf: built on the stack and then moved, they cost one copy more).
         let mut slot = Box::new_uninit();
-        slot.write(Held {
+        slot.write(Contents {
             object,
             descriptor: parsed.descriptor,
             c_strides: OnceCell::new(),
@@ -401,13 +401,13 @@ impl<'py> Argument<'py> {
 }
 
 impl<'py> std::ops::Deref for Argument<'py> {
-    type Target = Held<'py>;
-    fn deref(&self) -> &Held<'py> {
+    type Target = Contents<'py>;
+    fn deref(&self) -> &Contents<'py> {
         &self.0
     }
 }
 
-impl Drop for Held<'_> {
+impl Drop for Contents<'_> {
     fn drop(&mut self) {
         if let Some(id) = self.borrow {
             registry::release(id);

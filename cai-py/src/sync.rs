@@ -272,8 +272,10 @@ mod imp {
         }
         if !cuda::driver_ready() {
             // Nothing in this process can touch device memory: no pointer to check.
-            if let (true, Err(e)) = (needs_sync, cuda::driver_status()) {
-                return Err(sync_failure(py, d.stream, &e, options.caller));
+            if needs_sync {
+                if let Err(e) = cuda::driver_status() {
+                    return Err(sync_failure(py, d.stream, &e, options.caller));
+                }
             }
             return Ok(None);
         }
