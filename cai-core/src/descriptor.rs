@@ -354,8 +354,16 @@ impl Descriptor {
         if let Some(descr) = &self.descr {
             descr.check_typestr(&self.typestr)?;
         }
-        self.size()?;
-        let extent = self.extent()?;
+        let count = self.size()?;
+        let extent = match self.strides {
+            // C order: `size` checked that the byte count fits `isize`.
+            None => Extent {
+                start: 0,
+                end: isize::try_from(count * self.itemsize())
+                    .map_err(|_| self.overflow("shape", "the number of bytes exceeds isize"))?,
+            },
+            Some(_) => self.extent()?,
+        };
         if self.data == 0 && !extent.is_empty() {
             return Err(Error::NullPointer {
                 shape: tuple(&self.shape),
