@@ -281,12 +281,7 @@ impl Descriptor {
             return Ok(Extent { start: 0, end: 0 });
         }
         if self.strides.is_none() {
-            // C order: the extent is the element count times the item size.
-            let end = self.shape.iter().try_fold(isize::try_from(self.itemsize()).ok(), |acc, &n| {
-                Some(acc.and_then(|a| isize::try_from(n).ok().and_then(|n| a.checked_mul(n))))
-            });
-            let end = end.flatten().ok_or_else(|| self.overflow("shape", "the byte extent exceeds isize"))?;
-            return Ok(Extent { start: 0, end });
+            return self.c_order_extent(self.shape.iter().try_fold(1usize, |count, &n| count.checked_mul(n)));
         }
         let overflow = || self.overflow("strides", "the byte extent exceeds isize");
         let strides = self.strides()?;
@@ -303,6 +298,15 @@ impl Descriptor {
         let itemsize = isize::try_from(self.itemsize()).map_err(|_| overflow())?;
         end = end.checked_add(itemsize).ok_or_else(overflow)?;
         Ok(Extent { start, end })
+    }
+
+    /// The extent of a C-order array of `count` elements (`None`: the count overflowed).
+    fn c_order_extent(&self, count: Option<usize>) -> Result<Extent> {
+        let end = count
+            .and_then(|n| n.checked_mul(self.itemsize()))
+            .and_then(|bytes| isize::try_from(bytes).ok())
+            .ok_or_else(|| self.overflow("shape", "the byte extent exceeds isize"))?;
+        Ok(Extent { start: 0, end })
     }
 
     /// The absolute addresses the array can reach: `data + start .. data + end`.
@@ -355,13 +359,9 @@ impl Descriptor {
             descr.check_typestr(&self.typestr)?;
         }
         let count = self.size()?;
+        // In C order the count just checked gives the extent (no second walk of the shape).
         let extent = match self.strides {
-            // C order: `size` checked that the byte count fits `isize`.
-            None => Extent {
-                start: 0,
-                end: isize::try_from(count * self.itemsize())
-                    .map_err(|_| self.overflow("shape", "the number of bytes exceeds isize"))?,
-            },
+            None => self.c_order_extent(Some(count))?,
             Some(_) => self.extent()?,
         };
         if self.data == 0 && !extent.is_empty() {
