@@ -346,6 +346,29 @@ impl TypeStr {
     /// Parses a type string; see the [module documentation](self) for the grammar.
     pub fn parse(s: &str) -> Result<TypeStr> {
         let bytes = s.as_bytes();
+        // The common spelling, a byte order, a kind and a one-digit size (`<f4`, `|u1`),
+        // read directly; anything else, and any error, takes the general path below.
+        if let &[order @ (b'<' | b'>' | b'|' | b'='), code, digit @ b'1'..=b'9'] = bytes {
+            if let Some(kind) = Kind::from_code(code) {
+                let n = usize::from(digit - b'0');
+                let itemsize = if kind == Kind::Unicode { n * 4 } else { n };
+                if kind.accepts_itemsize(itemsize) {
+                    let order = match order {
+                        b'<' => ByteOrder::Little,
+                        b'>' => ByteOrder::Big,
+                        b'|' => ByteOrder::NotApplicable,
+                        _ => ByteOrder::NATIVE,
+                    };
+                    return Ok(TypeStr { order, kind, itemsize, unit: None });
+                }
+            }
+        }
+        TypeStr::parse_general(s)
+    }
+
+    /// [`TypeStr::parse`] for every spelling, with the error that names what is wrong.
+    fn parse_general(s: &str) -> Result<TypeStr> {
+        let bytes = s.as_bytes();
         let (&order, rest) = bytes.split_first().ok_or_else(|| malformed(s, "it is empty"))?;
         let order = match order {
             b'<' => ByteOrder::Little,
@@ -504,6 +527,24 @@ mod tests {
 
     fn err(s: &str) -> String {
         TypeStr::parse(s).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn the_short_path_agrees_with_the_general_one() {
+        // Every three-byte string of a printable first and second byte and a digit, and
+        // some bytes around them: the same value, or the same error.
+        let firsts = (b' '..=b'~').chain([0, 0x7f]);
+        for first in firsts {
+            for code in (b' '..=b'~').chain([0, 0x7f]) {
+                for digit in b'0'..=b'9' {
+                    let text = [first, code, digit];
+                    let s = std::str::from_utf8(&text).unwrap();
+                    let short = TypeStr::parse(s).map_err(|e| e.to_string());
+                    let general = TypeStr::parse_general(s).map_err(|e| e.to_string());
+                    assert_eq!(short, general, "{s:?}");
+                }
+            }
+        }
     }
 
     #[test]
