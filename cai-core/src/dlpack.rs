@@ -203,7 +203,8 @@ pub fn data_type(typestr: &TypeStr) -> Result<DLDataType, String> {
         (Kind::UInt, 1 | 2 | 4 | 8) => type_code::UINT,
         (Kind::Float, 2 | 4 | 8) => type_code::FLOAT,
         (Kind::Complex, 8 | 16) => type_code::COMPLEX,
-        (Kind::Void, 2) => type_code::BFLOAT,
+        // Only the native order marks bfloat16: `|V2` is two raw bytes (NumPy's `V2`).
+        (Kind::Void, 2) if typestr.byte_order() == ByteOrder::NATIVE => type_code::BFLOAT,
         _ => return Err(format!("'{typestr}' has no DLPack data type")),
     };
     Ok(DLDataType { code, bits: bits.unwrap_or(0), lanes: 1 })
@@ -294,6 +295,8 @@ mod tests {
         }
         assert_eq!(data_type(&ts("|b1")).unwrap(), DLDataType { code: type_code::BOOL, bits: 8, lanes: 1 });
         assert_eq!(data_type(&ts("<V2")).unwrap(), DLDataType { code: type_code::BFLOAT, bits: 16, lanes: 1 });
+        // Two raw bytes (NumPy's `V2`, a two-byte record) are not bfloat16.
+        assert!(data_type(&ts("|V2")).is_err());
     }
 
     #[test]

@@ -13,16 +13,11 @@ use crate::view::Core;
 
 /// The consumer's stream: `None` (the legacy default stream), an int, or a stream object
 /// (`__cuda_stream__`, or `.cuda_stream` as in PyTorch, or `.ptr` as in CuPy), whose null
-/// handle is the legacy default stream.
+/// handle is the legacy default stream. An array is not a stream, whatever its attributes.
 fn consumer_stream(stream: Option<&Bound<'_, PyAny>>) -> PyResult<Stream> {
     let Some(obj) = stream.filter(|s| !s.is_none()) else { return Ok(Stream::LegacyDefault) };
     let py = obj.py();
-    // The stream object's own code runs below (`__index__`, properties): an exception
-    // that must propagate does; any other means the object is not a stream.
-    let bad = |e: Option<PyErr>| -> PyErr {
-        if let Some(e) = e.filter(|e| must_propagate(py, e)) {
-            return e;
-        }
+    let not_a_stream = || -> PyErr {
         match received(obj) {
             Ok(r) => Problem::type_error(format!(
                 "stream: expected None, an int or a stream object (with __cuda_stream__, .cuda_stream or .ptr), \
@@ -32,27 +27,50 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>) -> PyResult<Stream> {
             Err(e) => e,
         }
     };
+    // The stream object's own code runs below (`__index__`, properties): an exception
+    // that must propagate does; any other is reported with what the object gave.
+    let handle_of = |value: &Bound<'_, PyAny>, source: &str, e: PyErr| -> PyErr {
+        if must_propagate(py, &e) {
+            return e;
+        }
+        match (received(value), source) {
+            (Ok(r), "") => Problem::value_error(format!("stream: {r} is not a stream handle")).into(),
+            (Ok(r), _) => {
+                Problem::value_error(format!("stream: {source} gave {r}, which is not a stream handle")).into()
+            }
+            (Err(e), _) => e,
+        }
+    };
     if obj.is_instance_of::<PyBool>() {
-        return Err(bad(None));
+        return Err(not_a_stream());
     }
     if obj.is_instance_of::<pyo3::types::PyInt>() {
-        let raw = obj.extract::<i64>().map_err(|e| bad(Some(e)))?;
+        let raw = obj.extract::<i64>().map_err(|e| handle_of(obj, "", e))?;
         let raw = usize::try_from(raw).map_err(|_| Problem::value_error(format!("stream: {raw} is not a stream")))?;
         return Stream::from_raw(Some(raw)).map_err(|e| Problem::from(e).into());
     }
     let handle = if let Some(method) = obj.getattr_opt(pyo3::intern!(py, "__cuda_stream__"))? {
         let pair = method.call0()?;
-        pair.extract::<(i64, usize)>().map_err(|e| bad(Some(e)))?.1
+        pair.extract::<(i64, usize)>().map_err(|e| handle_of(&pair, "__cuda_stream__()", e))?.1
     } else if let Some(h) = obj.getattr_opt(pyo3::intern!(py, "cuda_stream"))? {
-        h.extract::<usize>().map_err(|e| bad(Some(e)))?
+        h.extract::<usize>().map_err(|e| handle_of(&h, ".cuda_stream", e))?
     } else if let Some(h) = obj.getattr_opt(pyo3::intern!(py, "ptr"))? {
-        h.extract::<usize>().map_err(|e| bad(Some(e)))?
-    } else if let Ok(raw) = obj.extract::<i64>() {
+        // A cai view's `.ptr` is its data pointer, not a stream.
+        for key in ["__cuda_array_interface__", "__array_interface__", "__dlpack__"] {
+            if obj.get_type().getattr_opt(key)?.is_some() {
+                return Err(not_a_stream());
+            }
+        }
+        h.extract::<usize>().map_err(|e| handle_of(&h, ".ptr", e))?
+    } else {
         // An int-like object (NumPy's integers): its `__index__`.
+        let raw = match obj.extract::<i64>() {
+            Ok(raw) => raw,
+            Err(e) if must_propagate(py, &e) => return Err(e),
+            Err(_) => return Err(not_a_stream()),
+        };
         let raw = usize::try_from(raw).map_err(|_| Problem::value_error(format!("stream: {raw} is not a stream")))?;
         return Stream::from_raw(Some(raw)).map_err(|e| Problem::from(e).into());
-    } else {
-        return Err(bad(None));
     };
     match handle {
         0 => Ok(Stream::LegacyDefault),
@@ -179,9 +197,9 @@ pub fn from_dlpack<'py>(
     };
     warn_unchecked(py, check_pointers)?;
     let imported = crate::dlpack::import(obj, consumer, copy)?;
-    let config = config::get(py)?;
     match imported.memory {
         crate::dlpack::Memory::Device => {
+            let config = config::get(py)?;
             // The producer ordered its work before our stream: only the pointer is checked.
             let options = ImportOptions {
                 policy: SyncPolicy::Ignore,
@@ -273,26 +291,62 @@ fn config_dict<'py>(py: Python<'py>, c: &Config) -> PyResult<Bound<'py, PyDict>>
 #[pyo3(signature = (*, import_sync = None, check_pointers = None, export_stream = None, export_version = None))]
 pub fn configure<'py>(
     py: Python<'py>,
-    import_sync: Option<&str>,
-    check_pointers: Option<bool>,
-    export_stream: Option<&str>,
-    export_version: Option<u32>,
+    import_sync: Option<&Bound<'py, PyAny>>,
+    check_pointers: Option<&Bound<'py, PyAny>>,
+    export_stream: Option<&Bound<'py, PyAny>>,
+    export_version: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let mut c = config::get(py)?;
-    if let Some(v) = import_sync {
-        c.import_sync = SyncPolicy::parse(v).map_err(|e| Problem::value_error(format!("import_sync: {e}")))?;
-    }
-    if let Some(v) = check_pointers {
-        c.check_pointers = v;
-    }
-    if let Some(v) = export_stream {
-        c.export.stream_none = Some(config::parse_export_stream("export_stream", v)?);
-    }
-    if let Some(v) = export_version {
-        c.export.version = Some(config::parse_export_version("export_version", &v.to_string())?);
-    }
-    config::set(py, c);
+    let text = |name: &str, value: Option<&Bound<'py, PyAny>>, expected: &str| -> PyResult<Option<String>> {
+        match some_value(value) {
+            None => Ok(None),
+            Some(v) => match v.cast::<pyo3::types::PyString>() {
+                Ok(s) => Ok(Some(s.to_cow()?.into_owned())),
+                Err(_) => {
+                    Err(Problem::type_error(format!("{name}: expected {expected}, received {}", received(v)?)).into())
+                }
+            },
+        }
+    };
+    let import_sync = text("import_sync", import_sync, "'wait', 'synchronize' or 'ignore'")?
+        .map(|v| SyncPolicy::parse(&v).map_err(|e| Problem::value_error(format!("import_sync: {e}"))))
+        .transpose()?;
+    let check_pointers = match some_value(check_pointers) {
+        None => None,
+        Some(v) => match v.extract::<bool>() {
+            Ok(b) => Some(b),
+            Err(e) if must_propagate(py, &e) => return Err(e),
+            Err(_) => {
+                let r = received(v)?;
+                return Err(Problem::type_error(format!("check_pointers: expected True or False, received {r}")).into());
+            }
+        },
+    };
+    let stream_none = text("export_stream", export_stream, "'report' or 'none'")?
+        .map(|v| config::parse_export_stream("export_stream", &v))
+        .transpose()?;
+    let version = match some_value(export_version) {
+        None => None,
+        Some(v) => {
+            let number = match v.extract::<i64>() {
+                _ if v.is_instance_of::<PyBool>() => None,
+                Ok(n) => Some(n),
+                Err(e) if must_propagate(py, &e) => return Err(e),
+                Err(_) => None,
+            };
+            match number {
+                Some(2) => Some(2),
+                Some(3) => Some(3),
+                _ => return Err(Problem::value_error(format!("export_version: {} is not 2 or 3", received(v)?)).into()),
+            }
+        }
+    };
+    let c = config::update(py, config::Overrides { import_sync, check_pointers, stream_none, version })?;
     config_dict(py, &c)
+}
+
+/// `value`, unless it is absent or `None`.
+fn some_value<'a, 'py>(value: Option<&'a Bound<'py, PyAny>>) -> Option<&'a Bound<'py, PyAny>> {
+    value.filter(|v| !v.is_none())
 }
 
 /// Whether the CUDA driver library can be loaded on this machine.

@@ -191,17 +191,55 @@ pub(crate) fn parse_export_version(name: &str, value: &str) -> Result<u32, Probl
     }
 }
 
-fn from_env() -> Result<Config, Problem> {
-    let import_sync = match env(SyncPolicy::ENV)? {
-        Some(v) => SyncPolicy::parse(&v).map_err(|e| Problem::value_error(format!("{}: {e}", SyncPolicy::ENV)))?,
-        None => SyncPolicy::Wait,
+/// The options a `cai.configure` call sets; the environment is not read for them, so a
+/// malformed variable can be overridden in-process.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Overrides {
+    pub(crate) import_sync: Option<SyncPolicy>,
+    pub(crate) check_pointers: Option<bool>,
+    pub(crate) stream_none: Option<bool>,
+    pub(crate) version: Option<u32>,
+}
+
+impl Overrides {
+    fn apply(self, c: &mut Config) {
+        if let Some(v) = self.import_sync {
+            c.import_sync = v;
+        }
+        if let Some(v) = self.check_pointers {
+            c.check_pointers = v;
+        }
+        if let Some(v) = self.stream_none {
+            c.export.stream_none = Some(v);
+        }
+        if let Some(v) = self.version {
+            c.export.version = Some(v);
+        }
+    }
+}
+
+/// The options from the environment, except those `overrides` sets.
+fn from_env(overrides: Overrides) -> Result<Config, Problem> {
+    let import_sync = match (overrides.import_sync, env(SyncPolicy::ENV)?) {
+        (Some(v), _) => v,
+        (None, Some(v)) => {
+            SyncPolicy::parse(&v).map_err(|e| Problem::value_error(format!("{}: {e}", SyncPolicy::ENV)))?
+        }
+        (None, None) => SyncPolicy::Wait,
     };
-    let check_pointers = match env("CAI_CHECK_POINTERS")? {
-        Some(v) => parse_flag("CAI_CHECK_POINTERS", &v)?,
-        None => true,
+    let check_pointers = match (overrides.check_pointers, env("CAI_CHECK_POINTERS")?) {
+        (Some(v), _) => v,
+        (None, Some(v)) => parse_flag("CAI_CHECK_POINTERS", &v)?,
+        (None, None) => true,
     };
-    let stream_none = env("CAI_EXPORT_STREAM")?.map(|v| parse_export_stream("CAI_EXPORT_STREAM", &v)).transpose()?;
-    let version = env("CAI_EXPORT_VERSION")?.map(|v| parse_export_version("CAI_EXPORT_VERSION", &v)).transpose()?;
+    let stream_none = match overrides.stream_none {
+        Some(v) => Some(v),
+        None => env("CAI_EXPORT_STREAM")?.map(|v| parse_export_stream("CAI_EXPORT_STREAM", &v)).transpose()?,
+    };
+    let version = match overrides.version {
+        Some(v) => Some(v),
+        None => env("CAI_EXPORT_VERSION")?.map(|v| parse_export_version("CAI_EXPORT_VERSION", &v)).transpose()?,
+    };
     Ok(Config { import_sync, check_pointers, export: ExportOptions { stream_none, version } })
 }
 
@@ -209,12 +247,17 @@ fn from_env() -> Result<Config, Problem> {
 pub(crate) fn get(py: Python<'_>) -> Result<Config, Problem> {
     let s = shared(py);
     if s.ready.load(Ordering::Acquire) == 0 {
-        store(s, &from_env()?);
+        store(s, &from_env(Overrides::default())?);
     }
     Ok(load(s))
 }
 
-/// Replaces the options.
-pub(crate) fn set(py: Python<'_>, c: Config) {
-    store(shared(py), &c);
+/// Changes the options `overrides` sets and returns them all. Before the first read, the
+/// others come from the environment, which is not read for those set here.
+pub(crate) fn update(py: Python<'_>, overrides: Overrides) -> Result<Config, Problem> {
+    let s = shared(py);
+    let mut c = if s.ready.load(Ordering::Acquire) == 0 { from_env(overrides)? } else { load(s) };
+    overrides.apply(&mut c);
+    store(s, &c);
+    Ok(c)
 }

@@ -218,9 +218,11 @@ fn export_stream(value: Option<&Bound<'_, PyAny>>, memory: Memory) -> PyResult<O
     if value.is_instance_of::<PyBool>() || !value.is_instance_of::<PyInt>() {
         return Err(PyTypeError::new_err(format!("stream: expected None or an int, received {}", received(value)?)));
     }
-    let raw: i64 = value.extract().map_err(|_| {
-        PyValueError::new_err(format!("stream: {} is not a stream", received(value).unwrap_or_default()))
-    })?;
+    let raw: i64 = match value.extract() {
+        Ok(raw) => raw,
+        Err(e) if crate::parse::must_propagate(value.py(), &e) => return Err(e),
+        Err(_) => return Err(PyValueError::new_err(format!("stream: {} is not a stream", received(value)?))),
+    };
     match raw {
         -1 => Ok(None),
         0 => Err(PyValueError::new_err(
@@ -446,6 +448,9 @@ pub(crate) struct Layout {
 impl Layout {
     /// The layout of `descriptor`, or the `BufferError` of an array DLPack cannot carry.
     fn of(descriptor: &Descriptor) -> PyResult<Layout> {
+        if descriptor.descr.is_some() {
+            return Err(buffer_error(format!("descr: a record type ({}) has no DLPack data type", descriptor.descr())));
+        }
         let dtype = dlpack::data_type(&descriptor.typestr).map_err(|e| buffer_error(format!("typestr: {e}")))?;
         let ndim = descriptor.ndim();
         let mut dims = vec![0; 2 * ndim].into_boxed_slice();
@@ -755,10 +760,23 @@ fn import_from(
     };
     let reported = device_method.call0()?;
     let (t, id) = int_pair(&reported, "__dlpack_device__")?;
-    let reported = DLDevice {
-        device_type: i32::try_from(t).unwrap_or(i32::MAX),
-        device_id: i32::try_from(id).unwrap_or(i32::MAX),
+    let (Ok(device_type), Ok(device_id)) = (
+        i32::try_from(t),
+        i32::try_from(id).map_err(drop).and_then(|id| {
+            // DLPack's device ids are ordinals.
+            if id < 0 {
+                Err(())
+            } else {
+                Ok(id)
+            }
+        }),
+    ) else {
+        return Err(PyValueError::new_err(format!(
+            "__dlpack_device__: returned ({t}, {id}); a device type and a device ordinal (0 to 2**31-1) were \
+             expected"
+        )));
     };
+    let reported = DLDevice { device_type, device_id };
     let memory = memory_of(reported)?;
     if want.is_some_and(|w| w != memory) {
         return Ok(Err(memory));
@@ -779,7 +797,15 @@ fn import_from(
         // A producer from before DLPack 1.0 takes no `max_version`.
         Err(e) if e.is_instance_of::<PyTypeError>(py) && copy.is_none() => {
             kwargs.del_item(intern!(py, "max_version"))?;
-            dlpack_method.call((), Some(&kwargs)).map_err(|_| e)?
+            // The first error says what failed, unless the retry raised one that must
+            // propagate (an interrupt).
+            dlpack_method.call((), Some(&kwargs)).map_err(|retry| {
+                if crate::parse::must_propagate(py, &retry) {
+                    retry
+                } else {
+                    e
+                }
+            })?
         }
         Err(e) => return Err(e),
     };
@@ -882,7 +908,9 @@ fn read_tensor(owner: &Bound<'_, DLPackTensor>, reported: DLDevice, stream: Opti
     // producer may not change it once exported.
     let (tensor, readonly) = unsafe {
         match owner.get().taken {
-            Taken::Legacy(t) => (&(*t).dl_tensor, false),
+            // A legacy tensor cannot say read-only: it is read-only, as NumPy reads it
+            // (JAX's immutable arrays come this way).
+            Taken::Legacy(t) => (&(*t).dl_tensor, true),
             Taken::Versioned(t) => {
                 let version = (*t).version;
                 if version.major > dlpack::VERSION.major {
@@ -937,6 +965,12 @@ fn read_tensor(owner: &Bound<'_, DLPackTensor>, reported: DLDevice, stream: Opti
             .ok_or_else(|| PyValueError::new_err(format!("strides: {elements:?} elements overflow in bytes")))?;
         Some(bytes)
     };
+    if tensor.data.is_null() && tensor.byte_offset != 0 {
+        return Err(PyValueError::new_err(format!(
+            "data: the tensor's pointer is null and its byte_offset is {}; a null pointer has no offsets",
+            tensor.byte_offset
+        )));
+    }
     let data = (tensor.data as usize)
         .checked_add(usize::try_from(tensor.byte_offset).unwrap_or(usize::MAX))
         .ok_or_else(|| PyValueError::new_err("data: the pointer plus byte_offset leaves the address space"))?;

@@ -95,13 +95,19 @@ fn build<'py>(
     Ok(dict)
 }
 
-/// The typestr as an interned Python string, made once per typestr and thread.
+/// The typestr as a Python string, made once per typestr and thread for the first 64
+/// typestrs (interned), anew for any other (not interned: interned strings are immortal
+/// from Python 3.12, so interning every typestr seen would grow without bound).
 fn typestr_str<'py>(py: Python<'py>, typestr: &TypeStr) -> Bound<'py, PyString> {
     let cached = TYPESTR_STRINGS.with(|c| c.borrow().iter().find(|(t, _)| t == typestr).map(|(_, s)| s.clone_ref(py)));
     if let Some(s) = cached {
         return s.into_bound(py);
     }
-    let s = PyString::intern(py, &typestr.to_string());
+    let text = typestr.to_string();
+    if TYPESTR_STRINGS.with(|c| c.borrow().len()) >= 64 {
+        return PyString::new(py, &text);
+    }
+    let s = PyString::intern(py, &text);
     TYPESTR_STRINGS.with(|c| {
         let mut c = c.borrow_mut();
         if c.len() < 64 {

@@ -284,7 +284,7 @@ fn checked_dlpack<T: Element, D: Dimension, A: Access>(
     memory: Memory,
     dlpack: &mut Option<Py<PyAny>>,
 ) -> PyResult<Parsed> {
-    check::<T, D, A>(&imported.parsed, memory)?;
+    // Before the other checks: a legacy tensor is read as read-only, and this says why.
     if A::WRITABLE && !imported.versioned {
         return Err(Problem::buffer_error(format!(
             "expected {}, received {} through a legacy DLPack capsule, which cannot say whether the memory may be \
@@ -295,6 +295,7 @@ fn checked_dlpack<T: Element, D: Dimension, A: Access>(
         ))
         .into());
     }
+    check::<T, D, A>(&imported.parsed, memory)?;
     *dlpack = Some(imported.owner);
     Ok(imported.parsed)
 }

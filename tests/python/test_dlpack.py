@@ -4,6 +4,7 @@ Capsules with unusual contents are built here with ctypes."""
 
 import ctypes
 import gc
+import re
 import inspect
 import sys
 import threading
@@ -338,7 +339,7 @@ class DLManagedTensorVersioned(ctypes.Structure):
 class HandMade:
     """A producer of one versioned capsule over `memory`, counting its deleter's calls."""
 
-    def __init__(self, memory, shape, code=2, bits=32, lanes=1, device=(1, 0), major=1, ptr=None):
+    def __init__(self, memory, shape, code=2, bits=32, lanes=1, device=(1, 0), major=1, ptr=None, byte_offset=0):
         self.memory = memory
         self.deleted = 0
         self.shape = (ctypes.c_int64 * len(shape))(*shape)
@@ -347,7 +348,7 @@ class HandMade:
         self.managed = DLManagedTensorVersioned(
             major, 0, None, self._deleter, 0,
             DLTensor(ptr if ptr is not None else memory.ctypes.data, DLDevice(*device), len(shape),
-                     DLDataType(code, bits, lanes), self.shape, None, 0),
+                     DLDataType(code, bits, lanes), self.shape, None, byte_offset),
         )
 
     def _delete(self, _):
@@ -389,6 +390,59 @@ def test_what_cai_cannot_read_is_refused_and_still_freed(kwargs, error, message)
         cai.from_dlpack(p)
     gc.collect()
     assert p.deleted == (0 if "device" in kwargs else 1), "a tensor taken is freed, one not taken is not touched"
+
+
+def test_a_null_pointer_with_a_byte_offset_is_refused():
+    p = HandMade(np.zeros(4, np.float32), (4,), ptr=0, byte_offset=16)
+    with pytest.raises(ValueError, match="data: the tensor's pointer is null and its byte_offset is 16"):
+        cai.from_dlpack(p)
+    with pytest.raises(ValueError, match="byte_offset is 16"):
+        fx.host_shape_f32(HandMade(np.zeros(4, np.float32), (4,), ptr=0, byte_offset=16))
+
+
+@pytest.mark.parametrize("device", [(2, 2**40), (2, -1), (2**40, 0)])
+def test_a_device_that_is_no_device_ordinal_is_refused_naming_it(device):
+    p = HandMade(np.zeros(4, np.float32), (4,), device=device)
+    with pytest.raises(ValueError, match=re.escape(f"__dlpack_device__: returned {device}")):
+        cai.from_dlpack(p)
+
+
+class Legacy:
+    """A producer from before DLPack 1.0: no max_version, legacy capsules only."""
+
+    def __init__(self, arr):
+        self.arr = arr
+
+    def __dlpack__(self, stream=None):
+        return self.arr.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.arr.__dlpack_device__()
+
+
+def test_a_legacy_capsule_is_read_only_as_numpy_reads_it():
+    arr = np.arange(4.0)
+    assert np.from_dlpack(Legacy(arr)).flags.writeable is False
+    v = cai.from_dlpack(Legacy(arr))
+    assert v.readonly is True
+    assert np.from_dlpack(v).flags.writeable is False
+    with pytest.raises(BufferError, match="legacy DLPack capsule, which cannot say whether the memory may be written"):
+        fx.host_scale(Legacy(np.zeros((2, 2), np.float32)), 2.0)
+
+
+def test_jax_arrays_come_in_read_only():
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    x = jax.device_put(jnp.arange(4.0, dtype=jnp.float32), jax.devices("cpu")[0])
+    v = cai.from_dlpack(x)
+    assert v.readonly is True and np.from_dlpack(v).flags.writeable is False
+
+
+def test_two_byte_records_and_raw_bytes_are_not_exported_as_bfloat16():
+    with pytest.raises(BufferError, match=r"descr: a record type \(\[\('x', '<i2'\)\]\) has no DLPack data type"):
+        cai.as_array(np.zeros(3, [("x", "<i2")])).__dlpack__()
+    with pytest.raises(BufferError, match=r"typestr: '\|V2' has no DLPack data type"):
+        cai.as_array(np.zeros(3, "V2")).__dlpack__()
 
 
 def test_used_capsules_non_capsules_and_non_producers_are_refused():
@@ -442,3 +496,13 @@ def test_an_object_with_both_protocols_is_read_through_the_interface():
             return (2, 0)
 
     assert fx.describe_f32(Both())[1] == [4]
+
+
+def test_typestrs_past_the_cache_are_not_interned():
+    # Interned strings are immortal from Python 3.12: past its 64 cached typestrs, an export
+    # makes a new string each time, so that exporting ever new types cannot grow memory.
+    for n in range(1000, 1070):
+        cai.as_array(np.zeros(1, f"V{n}")).__array_interface__
+    a = cai.as_array(np.zeros(1, "V2000")).__array_interface__["typestr"]
+    b = cai.as_array(np.zeros(2, "V2000")).__array_interface__["typestr"]
+    assert a == b == "|V2000" and a is not b

@@ -451,3 +451,47 @@ def test_dlpack_producers_that_raise_or_lie_reach_the_extractors_cleanly(where):
     else:
         assert out["deviceValueError"] == "ValueError" and out["deviceKeyboardInterrupt"] == "KeyboardInterrupt"
     assert out["not a capsule"] == "TypeError"
+
+
+# -- interrupts from the objects around an import: stream objects, producers' retries, reprs ----
+
+
+def test_an_interrupt_in_a_stream_object_or_an_option_propagates_unchanged():
+    out = results(
+        """
+        class Interrupting:
+            def __index__(self): raise KeyboardInterrupt
+        class Exiting:
+            def __index__(self): raise SystemExit(3)
+        class LoudInt(int):
+            def __repr__(self): raise KeyboardInterrupt
+        D = fx.DeviceMatrix(PTR, 12, [3, 4])
+        good = {"shape": (3, 4), "typestr": "<f4", "data": (PTR, False), "version": 3}
+
+        def kind(call):
+            try:
+                call()
+            except BaseException as e:
+                return type(e).__name__
+            return "ok"
+
+        out = {}
+        for name, bad in [("index", Interrupting()), ("exit", Exiting())]:
+            out["as_cuda_array " + name] = kind(lambda: cai.as_cuda_array(P(lambda: good), stream=bad))
+            out["from_dlpack " + name] = kind(lambda: cai.from_dlpack(D, stream=bad))
+            out["configure " + name] = kind(lambda: cai.configure(export_version=bad))
+        out["export stream repr"] = kind(lambda: cai.from_dlpack(D).__dlpack__(stream=LoudInt(2**70)))
+
+        class OldProducer:
+            '''Refuses max_version with a TypeError; its retry is interrupted.'''
+            def __dlpack_device__(self): return (1, 0)
+            def __dlpack__(self, **kw):
+                if "max_version" in kw: raise TypeError("old")
+                raise KeyboardInterrupt
+        out["retry"] = kind(lambda: cai.from_dlpack(OldProducer()))
+        out["retry extractor"] = kind(lambda: fx.host_shape_f32(OldProducer()))
+        print(out)
+        """
+    )
+    expected = {k: ("SystemExit" if k.endswith("exit") else "KeyboardInterrupt") for k in out}
+    assert out == expected

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import cai
@@ -115,8 +116,56 @@ def test_configure_reports_and_validates():
         cai.configure(import_sync="x")
     with pytest.raises(ValueError, match="export_stream: 'all' is not 'report' or 'none'"):
         cai.configure(export_stream="all")
-    with pytest.raises(ValueError, match="export_version: '1' is not 2 or 3"):
+    with pytest.raises(ValueError, match=r"export_version: 1 \(int\) is not 2 or 3"):
         cai.configure(export_version=1)
+    # Values of the wrong type or range are named, with the option.
+    with pytest.raises(ValueError, match=r"export_version: -1 \(int\) is not 2 or 3"):
+        cai.configure(export_version=-1)
+    with pytest.raises(ValueError, match=r"export_version: True \(bool\) is not 2 or 3"):
+        cai.configure(export_version=True)
+    with pytest.raises(TypeError, match=r"import_sync: expected 'wait', 'synchronize' or 'ignore', received 5 \(int\)"):
+        cai.configure(import_sync=5)
+    with pytest.raises(TypeError, match=r"check_pointers: expected True or False, received 'yes' \(str\)"):
+        cai.configure(check_pointers="yes")
+    with pytest.raises(TypeError, match=r"export_stream: expected 'report' or 'none', received 2 \(int\)"):
+        cai.configure(export_stream=2)
+    assert cai.configure(check_pointers=np.True_)["check_pointers"] is True
+
+
+class Returns:
+    """A stream object whose __cuda_stream__ returns `value`."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __cuda_stream__(self):
+        return self.value
+
+
+@pytest.mark.parametrize(
+    "stream,error,message",
+    [
+        (2**64, ValueError, r"stream: 18446744073709551616 \(int\) is not a stream handle"),
+        (-3, ValueError, "stream: -3 is not a stream"),
+        (Returns((0, -1)), ValueError, r"stream: __cuda_stream__\(\) gave \(0, -1\) \(tuple\), which is not a stream handle"),
+        (Returns(7), ValueError, r"stream: __cuda_stream__\(\) gave 7 \(int\), which is not a stream handle"),
+        (type("P", (), {"ptr": -1})(), ValueError, r"stream: .ptr gave -1 \(int\), which is not a stream handle"),
+        ("7", TypeError, r"stream: expected None, an int or a stream object .* received '7' \(str\)"),
+    ],
+)
+def test_a_stream_that_is_not_one_is_refused_naming_what_it_gave(stream, error, message):
+    with pytest.raises(error, match=message):
+        cai.as_cuda_array(Producer(cai_dict()), stream=stream)
+
+
+def test_an_array_is_not_a_stream_though_it_has_a_ptr():
+    arr = np.zeros(3, np.float32)
+    for array in (cai.as_array(arr), cai.as_cuda_array(Producer(cai_dict()))):
+        assert isinstance(array.ptr, int)
+        with pytest.raises(TypeError, match="stream: expected None, an int or a stream object"):
+            cai.as_cuda_array(Producer(cai_dict()), stream=array)
+    # NumPy's integers are ints, though they have __array_interface__.
+    assert cai.as_cuda_array(Producer(cai_dict()), stream=np.int64(0x5000)).stream is None
 
 
 def test_export_stream_none_and_version_2_process_wide():
@@ -145,6 +194,26 @@ def run_with_env(code, **env):
     full.update(env)
     here = os.path.dirname(__file__)
     return subprocess.run([sys.executable, "-c", code], env=full, cwd=here, capture_output=True, text=True)
+
+
+def test_configure_overrides_a_malformed_environment_variable():
+    code = (
+        "import cai, numpy as np\n"
+        "try:\n"
+        "    cai.configure(check_pointers=True)\n"
+        "except ValueError as e:\n"
+        "    print('still', e)\n"
+        "print(cai.configure(import_sync='ignore')['import_sync'])\n"
+        "print(cai.configure()['import_sync'], cai.from_dlpack(np.zeros(2)).shape)\n"
+    )
+    r = run_with_env(code, CAI_IMPORT_SYNC="bogus")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("still CAI_IMPORT_SYNC: 'bogus' is not a sync policy"), "an option not set still reads the variable"
+    assert lines[1:] == ["ignore", "ignore (2,)"]
+    # Host memory needs no option: a malformed variable does not stop its import.
+    r = run_with_env("import cai, numpy as np\nprint(cai.from_dlpack(np.zeros(2)).shape)", CAI_IMPORT_SYNC="bogus")
+    assert r.stdout.strip() == "(2,)", r.stderr
 
 
 def test_environment_variables():
