@@ -37,6 +37,17 @@ impl ByteOrder {
     /// The byte order of the machine this code runs on (what `=` means).
     pub const NATIVE: ByteOrder = if cfg!(target_endian = "little") { ByteOrder::Little } else { ByteOrder::Big };
 
+    /// The order a typestr's first byte names (`=` resolved to [`ByteOrder::NATIVE`]).
+    const fn from_code(code: u8) -> Option<ByteOrder> {
+        Some(match code {
+            b'<' => ByteOrder::Little,
+            b'>' => ByteOrder::Big,
+            b'|' => ByteOrder::NotApplicable,
+            b'=' => ByteOrder::NATIVE,
+            _ => return None,
+        })
+    }
+
     /// The character NumPy writes for this order.
     pub const fn as_char(self) -> char {
         match self {
@@ -348,17 +359,11 @@ impl TypeStr {
         let bytes = s.as_bytes();
         // The common spelling, a byte order, a kind and a one-digit size (`<f4`, `|u1`),
         // read directly; anything else, and any error, takes the general path below.
-        if let &[order @ (b'<' | b'>' | b'|' | b'='), code, digit @ b'1'..=b'9'] = bytes {
-            if let Some(kind) = Kind::from_code(code) {
+        if let &[order, code, digit @ b'1'..=b'9'] = bytes {
+            if let (Some(order), Some(kind)) = (ByteOrder::from_code(order), Kind::from_code(code)) {
                 let n = usize::from(digit - b'0');
                 let itemsize = if kind == Kind::Unicode { n * 4 } else { n };
                 if kind.accepts_itemsize(itemsize) {
-                    let order = match order {
-                        b'<' => ByteOrder::Little,
-                        b'>' => ByteOrder::Big,
-                        b'|' => ByteOrder::NotApplicable,
-                        _ => ByteOrder::NATIVE,
-                    };
                     return Ok(TypeStr { order, kind, itemsize, unit: None });
                 }
             }
@@ -370,13 +375,8 @@ impl TypeStr {
     fn parse_general(s: &str) -> Result<TypeStr> {
         let bytes = s.as_bytes();
         let (&order, rest) = bytes.split_first().ok_or_else(|| malformed(s, "it is empty"))?;
-        let order = match order {
-            b'<' => ByteOrder::Little,
-            b'>' => ByteOrder::Big,
-            b'|' => ByteOrder::NotApplicable,
-            b'=' => ByteOrder::NATIVE,
-            _ => return Err(malformed(s, "it must start with a byte order: one of <, >, | or =")),
-        };
+        let order = ByteOrder::from_code(order)
+            .ok_or_else(|| malformed(s, "it must start with a byte order: one of <, >, | or ="))?;
         let (&code, rest) =
             rest.split_first().ok_or_else(|| malformed(s, "the kind letter is missing after the byte order"))?;
         let kind = Kind::from_code(code)

@@ -327,11 +327,14 @@ pub fn configure<'py>(
     let version = match some_value(export_version) {
         None => None,
         Some(v) => {
-            let number = match v.extract::<i64>() {
-                _ if v.is_instance_of::<PyBool>() => None,
-                Ok(n) => Some(n),
-                Err(e) if must_propagate(py, &e) => return Err(e),
-                Err(_) => None,
+            let number = if v.is_instance_of::<PyBool>() {
+                None
+            } else {
+                match v.extract::<i64>() {
+                    Ok(n) => Some(n),
+                    Err(e) if must_propagate(py, &e) => return Err(e),
+                    Err(_) => None,
+                }
             };
             match number {
                 Some(2) => Some(2),

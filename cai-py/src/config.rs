@@ -256,8 +256,13 @@ pub(crate) fn get(py: Python<'_>) -> Result<Config, Problem> {
 /// others come from the environment, which is not read for those set here.
 pub(crate) fn update(py: Python<'_>, overrides: Overrides) -> Result<Config, Problem> {
     let s = shared(py);
-    let mut c = if s.ready.load(Ordering::Acquire) == 0 { from_env(overrides)? } else { load(s) };
-    overrides.apply(&mut c);
+    let c = if s.ready.load(Ordering::Acquire) == 0 {
+        from_env(overrides)?
+    } else {
+        let mut c = load(s);
+        overrides.apply(&mut c);
+        c
+    };
     store(s, &c);
     Ok(c)
 }

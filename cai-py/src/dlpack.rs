@@ -760,23 +760,16 @@ fn import_from(
     };
     let reported = device_method.call0()?;
     let (t, id) = int_pair(&reported, "__dlpack_device__")?;
-    let (Ok(device_type), Ok(device_id)) = (
-        i32::try_from(t),
-        i32::try_from(id).map_err(drop).and_then(|id| {
-            // DLPack's device ids are ordinals.
-            if id < 0 {
-                Err(())
-            } else {
-                Ok(id)
-            }
-        }),
-    ) else {
-        return Err(PyValueError::new_err(format!(
-            "__dlpack_device__: returned ({t}, {id}); a device type and a device ordinal (0 to 2**31-1) were \
-             expected"
-        )));
+    // DLPack's device ids are ordinals.
+    let reported = match (i32::try_from(t), i32::try_from(id)) {
+        (Ok(device_type), Ok(device_id)) if device_id >= 0 => DLDevice { device_type, device_id },
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "__dlpack_device__: returned ({t}, {id}); a device type and a device ordinal (0 to 2**31-1) were \
+                 expected"
+            )))
+        }
     };
-    let reported = DLDevice { device_type, device_id };
     let memory = memory_of(reported)?;
     if want.is_some_and(|w| w != memory) {
         return Ok(Err(memory));

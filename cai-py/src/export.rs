@@ -99,12 +99,15 @@ fn build<'py>(
 /// typestrs (interned), anew for any other (not interned: interned strings are immortal
 /// from Python 3.12, so interning every typestr seen would grow without bound).
 fn typestr_str<'py>(py: Python<'py>, typestr: &TypeStr) -> Bound<'py, PyString> {
-    let cached = TYPESTR_STRINGS.with(|c| c.borrow().iter().find(|(t, _)| t == typestr).map(|(_, s)| s.clone_ref(py)));
+    let (cached, full) = TYPESTR_STRINGS.with(|c| {
+        let c = c.borrow();
+        (c.iter().find(|(t, _)| t == typestr).map(|(_, s)| s.clone_ref(py)), c.len() >= 64)
+    });
     if let Some(s) = cached {
         return s.into_bound(py);
     }
     let text = typestr.to_string();
-    if TYPESTR_STRINGS.with(|c| c.borrow().len()) >= 64 {
+    if full {
         return PyString::new(py, &text);
     }
     let s = PyString::intern(py, &text);
