@@ -122,7 +122,7 @@ fn cuda_view<'py>(
     options: &ImportOptions,
 ) -> PyResult<Bound<'py, PyAny>> {
     consume(py, &parsed, options)?;
-    Core::from_parsed(owner, parsed)?.into_view(py, Interface::Cuda)
+    Core::from_parsed(owner, parsed).into_view(py, Interface::Cuda)
 }
 
 /// Reads `obj.__cuda_array_interface__` once, validates it by the version it declares,
@@ -209,10 +209,10 @@ pub fn from_dlpack<'py>(
                 caller: Caller::Function,
             };
             consume(py, &imported.parsed, &options)?;
-            Core::from_parsed(imported.owner, imported.parsed)?.into_view(py, Interface::Cuda)
+            Core::from_parsed(imported.owner, imported.parsed).into_view(py, Interface::Cuda)
         }
         crate::dlpack::Memory::Host => {
-            Core::from_parsed(imported.owner, imported.parsed)?.into_view(py, Interface::Host)
+            Core::from_parsed(imported.owner, imported.parsed).into_view(py, Interface::Host)
         }
     }
 }
@@ -222,7 +222,7 @@ pub fn from_dlpack<'py>(
 #[pyfunction]
 pub fn as_array<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let parsed = parse::read_object(obj, Interface::Host)?;
-    Core::from_parsed(obj.clone().unbind(), parsed)?.into_view(obj.py(), Interface::Host)
+    Core::from_parsed(obj.clone().unbind(), parsed).into_view(obj.py(), Interface::Host)
 }
 
 /// Checks a producer against the version of the interface it declares and returns every

@@ -749,6 +749,9 @@ fn import_from(
     want: Option<Memory>,
 ) -> PyResult<Result<Imported, Memory>> {
     let py = obj.py();
+    // A producer's `__dlpack__` may read another array through cai, itself included: the
+    // nesting ends in RecursionError, as the interface reads' does, before the C stack does.
+    let _nesting = crate::parse::Nesting::enter("__dlpack__")?;
     let type_name = crate::error::type_name(obj);
     let Some(dlpack_method) = obj.getattr_opt(intern!(py, "__dlpack__"))? else {
         return Err(PyTypeError::new_err(format!("__dlpack__: objects of type '{type_name}' do not export it")));

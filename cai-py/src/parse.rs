@@ -136,8 +136,8 @@ pub(crate) fn must_propagate(py: Python<'_>, e: &PyErr) -> bool {
         || e.is_instance_of::<PyRecursionError>(py)
 }
 
-/// How many reads may nest (a property or a mask that imports the object again) before
-/// the innermost raises `RecursionError`.
+/// How many reads may nest (a property, a mask or a `__dlpack__` that imports the object
+/// again) before the innermost raises `RecursionError`.
 pub(crate) const MAX_NESTING: u32 = 64;
 
 thread_local! {
@@ -148,12 +148,12 @@ thread_local! {
 pub(crate) struct Nesting(());
 
 impl Nesting {
-    pub(crate) fn enter(iface: Interface) -> PyResult<Nesting> {
+    /// One more level of reading `attribute` (an interface attribute or `__dlpack__`).
+    pub(crate) fn enter(attribute: &'static str) -> PyResult<Nesting> {
         let depth = NESTING.with(Cell::get);
         if depth >= MAX_NESTING {
             return Err(PyRecursionError::new_err(format!(
-                "maximum recursion depth exceeded while reading {} ({MAX_NESTING} nested reads)",
-                iface.attribute()
+                "maximum recursion depth exceeded while reading {attribute} ({MAX_NESTING} nested reads)"
             )));
         }
         NESTING.with(|n| n.set(depth + 1));
@@ -176,7 +176,7 @@ pub(crate) fn no_interface(obj: &Bound<'_, PyAny>, iface: Interface) -> PyErr {
 /// The interface attribute of `obj`, or `None` when it has none (an `AttributeError`);
 /// any other exception of the attribute propagates.
 pub(crate) fn attribute<'py>(obj: &Bound<'py, PyAny>, iface: Interface) -> PyResult<Option<Bound<'py, PyAny>>> {
-    let _nesting = Nesting::enter(iface)?;
+    let _nesting = Nesting::enter(iface.attribute())?;
     obj.getattr_opt(iface.interned(obj.py()))
 }
 
@@ -200,7 +200,7 @@ pub(crate) fn parse(value: &Bound<'_, PyAny>, iface: Interface) -> PyResult<Pars
 
 /// The full reader: any value, every rule, the first problem raised.
 fn full(value: &Bound<'_, PyAny>, iface: Interface) -> PyResult<Parsed> {
-    let _nesting = Nesting::enter(iface)?;
+    let _nesting = Nesting::enter(iface.attribute())?;
     let dict = as_dict(value, iface)?;
     Ok(strict(&dict, iface)?)
 }
@@ -391,7 +391,7 @@ unsafe fn quick_plain_descr(descr: *mut ffi::PyObject, typestr: &[u8]) -> Option
 /// interface was read.
 pub(crate) fn findings(py: Python<'_>, value: PyResult<Bound<'_, PyAny>>, iface: Interface) -> PyResult<Vec<String>> {
     let mut out = Vec::new();
-    let _nesting = Nesting::enter(iface)?;
+    let _nesting = Nesting::enter(iface.attribute())?;
     match value {
         Ok(value) => {
             collect_value(&value, iface, &mut out)?;
@@ -714,7 +714,7 @@ fn collect_mask(mask: &Bound<'_, PyAny>, iface: Interface, out: &mut Vec<String>
     };
     let mut inner = Vec::new();
     {
-        let _nesting = Nesting::enter(iface)?;
+        let _nesting = Nesting::enter(iface.attribute())?;
         collect_value(&value, iface, &mut inner)?;
     }
     if !inner.is_empty() {

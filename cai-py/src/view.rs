@@ -27,21 +27,21 @@ pub(crate) struct Core {
 }
 
 impl Core {
-    pub(crate) fn from_parsed(owner: Py<PyAny>, parsed: Parsed) -> PyResult<Core> {
+    pub(crate) fn from_parsed(owner: Py<PyAny>, parsed: Parsed) -> Core {
         // Strides (and their overflow) were checked by validation; they are computed when read.
-        Ok(Core {
+        Core {
             descriptor: parsed.descriptor,
             declared_version: parsed.declared_version,
             extent: parsed.extent,
             owner,
             mask: parsed.mask,
-        })
+        }
     }
 
     fn from_descriptor(owner: Py<PyAny>, descriptor: Descriptor) -> PyResult<Core> {
         let extent = descriptor.validate().map_err(to_py_err)?;
         let declared_version = u64::from(descriptor.version);
-        Core::from_parsed(owner, Parsed { descriptor, declared_version, mask: None, extent })
+        Ok(Core::from_parsed(owner, Parsed { descriptor, declared_version, mask: None, extent }))
     }
 
     /// The descriptor this view re-exports: version 3, pointer 0 when empty.
@@ -136,7 +136,7 @@ pub(crate) fn _make_view_v1<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let iface = if host { Interface::Host } else { Interface::Cuda };
     let parsed = crate::parse::parse(interface, iface)?;
-    let core = Core::from_parsed(owner.clone().unbind(), parsed)?;
+    let core = Core::from_parsed(owner.clone().unbind(), parsed);
     own_view(owner.py(), core, iface)
 }
 

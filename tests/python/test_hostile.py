@@ -269,6 +269,27 @@ def test_deep_recursion_at_a_high_recursion_limit_does_not_overflow_the_c_stack(
     assert out.split() == ["RecursionError"]
 
 
+@pytest.mark.parametrize("entry", ["from_dlpack", "host extractor"])
+def test_a_dlpack_export_that_imports_itself_ends_in_recursion_error(entry):
+    # Each level is a `__dlpack__` frame that imports its own object again; with the
+    # recursion limit raised and a big thread stack, only cai's nesting limit stops it.
+    out = run(
+        f"""
+        sys.setrecursionlimit(100000)
+        threading.stack_size(64 << 20)
+        class D:
+            def __dlpack_device__(self): return (1, 0)
+            def __dlpack__(self, **kwargs): return call(self)
+        call = {{"from_dlpack": cai.from_dlpack, "host extractor": fx.host_describe}}["{entry}"]
+        result = []
+        t = threading.Thread(target=lambda: result.append(outcome(lambda: call(D()))))
+        t.start(); t.join()
+        print(result[0])
+        """
+    )
+    assert out.split() == ["RecursionError"]
+
+
 # -- exceptions that must propagate unchanged ----------------------------------------------------
 
 
