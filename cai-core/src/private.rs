@@ -97,8 +97,8 @@ impl Export {
                 available: buffer_bytes,
             });
         }
-        if device && extent.is_empty() && descriptor.version >= 2 {
-            descriptor.data = 0;
+        if device {
+            descriptor.data = descriptor.exported_pointer(extent);
         }
         Ok(descriptor)
     }

@@ -49,9 +49,7 @@ impl Core {
         let mut d = self.descriptor.clone();
         if iface == Interface::Cuda {
             d.version = 3;
-            if self.extent.is_empty() {
-                d.data = 0;
-            }
+            d.data = d.exported_pointer(self.extent);
         }
         d
     }
