@@ -451,6 +451,13 @@ impl Layout {
         if descriptor.descr.is_some() {
             return Err(buffer_error(format!("descr: a record type ({}) has no DLPack data type", descriptor.descr())));
         }
+        if descriptor.mask.is_some() {
+            // Exported without it, the masked-out elements would read as valid ones.
+            return Err(buffer_error(
+                "mask: a masked array has no DLPack form (DLPack carries no mask); read it through its interface"
+                    .to_owned(),
+            ));
+        }
         let dtype = dlpack::data_type(&descriptor.typestr).map_err(|e| buffer_error(format!("typestr: {e}")))?;
         let ndim = descriptor.ndim();
         let mut dims = vec![0; 2 * ndim].into_boxed_slice();
@@ -602,6 +609,8 @@ pub(crate) fn export<'py>(
         let bytes = descriptor.byte_range_of(extent).map_err(crate::error::to_py_err)?;
         let len = bytes.end - bytes.start;
         let copied = match memory {
+            // Nothing to copy (an empty array's pointer may be null): no byte is read.
+            _ if len == 0 => Copied::Host(Box::default()),
             Memory::Host => {
                 // SAFETY: the array's bytes lie in memory its producer keeps alive while
                 // `owner`, which we hold, is; validation checked the range.
@@ -610,7 +619,7 @@ pub(crate) fn export<'py>(
             }
             Memory::Device => copy_device(py, descriptor.stream, bytes.start, len, own.device_id, to_host)?,
         };
-        let data = copied.address() + (descriptor.data - bytes.start);
+        let data = if len == 0 { descriptor.data } else { copied.address() + (descriptor.data - bytes.start) };
         (Some(copied), data)
     } else {
         (None, descriptor.data)
@@ -888,6 +897,12 @@ fn take<'py>(capsule: &Bound<'py, PyAny>) -> PyResult<Bound<'py, DLPackTensor>> 
     if pointer.is_null() {
         return Err(PyErr::take(py).unwrap_or_else(|| PyTypeError::new_err("__dlpack__: the capsule holds no tensor")));
     }
+    // Both managed-tensor structs hold 64-bit fields; the capsule stays the producer's.
+    if pointer.align_offset(std::mem::align_of::<DLManagedTensorVersioned>()) != 0 {
+        return Err(PyValueError::new_err(format!(
+            "__dlpack__: the capsule's tensor pointer {pointer:p} is not aligned"
+        )));
+    }
     // SAFETY: renaming to a static name makes the tensor ours: the capsule's destructor
     // (any conforming one) leaves a used capsule's tensor alone.
     if unsafe { ffi::PyCapsule_SetName(capsule.as_ptr(), used.as_ptr()) } != 0 {
@@ -941,6 +956,9 @@ fn read_tensor(owner: &Bound<'_, DLPackTensor>, reported: DLDevice, stream: Opti
         }
         if p.is_null() {
             return Err(PyValueError::new_err(format!("{what}: the tensor has {ndim} dimensions and no {what}")));
+        }
+        if !p.is_aligned() {
+            return Err(PyValueError::new_err(format!("{what}: the pointer {p:p} is not aligned for int64 values")));
         }
         // SAFETY: the producer exports `ndim` entries at `p`, alive with the tensor.
         Ok(DimVec::from(unsafe { std::slice::from_raw_parts(p, ndim) }))

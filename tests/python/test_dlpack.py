@@ -400,6 +400,81 @@ def test_a_null_pointer_with_a_byte_offset_is_refused():
         fx.host_shape_f32(HandMade(np.zeros(4, np.float32), (4,), ptr=0, byte_offset=16))
 
 
+def int64_at_odd_address(values, keep):
+    """The address of `values` as int64s, one byte past an 8-byte boundary."""
+    buf = (ctypes.c_char * (8 * len(values) + 16))()
+    keep.append(buf)
+    odd = (ctypes.addressof(buf) + 7) // 8 * 8 + 1
+    ctypes.memmove(odd, (ctypes.c_int64 * len(values))(*values), 8 * len(values))
+    return odd
+
+
+@pytest.mark.parametrize("field", ["shape", "strides"])
+def test_misaligned_shape_and_strides_are_refused_and_the_tensor_freed(field):
+    keep = []
+    p = HandMade(np.arange(4, dtype=np.float32), (4,))
+    setattr(p.managed.dl_tensor, field, ctypes.cast(int64_at_odd_address([4] if field == "shape" else [1], keep),
+                                                    ctypes.POINTER(ctypes.c_int64)))
+    with pytest.raises(ValueError, match=rf"{field}: the pointer 0x[0-9a-f]+ is not aligned for int64 values"):
+        cai.from_dlpack(p)
+    gc.collect()
+    assert p.deleted == 1
+
+
+def test_a_misaligned_tensor_is_refused_and_left_to_its_producer():
+    p = HandMade(np.arange(4, dtype=np.float32), (4,))
+    size = ctypes.sizeof(p.managed)
+    buf = (ctypes.c_char * (size + 16))()
+    odd = (ctypes.addressof(buf) + 7) // 8 * 8 + 4
+    ctypes.memmove(odd, ctypes.addressof(p.managed), size)
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    capsule = new(odd, b"dltensor_versioned", None)
+    p.__dlpack__ = lambda **kwargs: capsule
+    with pytest.raises(ValueError, match=r"__dlpack__: the capsule's tensor pointer 0x[0-9a-f]+ is not aligned"):
+        cai.from_dlpack(p)
+    gc.collect()
+    assert p.deleted == 0, "a tensor not taken is not freed"
+
+
+@pytest.mark.parametrize("ptr", [0, PTR])
+def test_an_empty_array_is_copied_without_reading_its_pointer(ptr):
+    class Empty:
+        __array_interface__ = {"version": 3, "shape": (0, 3), "typestr": "<f8", "data": (ptr, False)}
+
+    v = cai.as_array(Empty())
+    a = np.from_dlpack(v, copy=True)
+    assert a.shape == (0, 3) and a.dtype == np.float64
+    assert np.from_dlpack(cai.from_dlpack(v, copy=True)).shape == (0, 3)
+
+
+class MaskedHost:
+    """A host producer whose interface carries a mask."""
+
+    def __init__(self, values, mask):
+        self.values, self.mask = values, mask
+
+    @property
+    def __array_interface__(self):
+        return dict(self.values.__array_interface__, mask=self.mask)
+
+
+def test_masked_arrays_are_not_exported_through_dlpack():
+    # DLPack carries no mask: exported without it, the masked-out 1e300 would read as valid.
+    v = cai.as_array(MaskedHost(np.array([1.0, 1e300, 2.0]), np.array([True, False, True])))
+    assert v.mask is not None
+    m = fx.MaskedDevice(PTR, PTR + 4096, 3)
+    for export in (
+        lambda: np.from_dlpack(v),
+        lambda: cai.from_dlpack(v),
+        lambda: fx.host_sum(cai.from_dlpack(v)),
+        lambda: m.__dlpack__(),
+        lambda: cai.as_cuda_array(m, check_pointers=False).__dlpack__(),
+    ):
+        with pytest.raises(BufferError, match=r"mask: a masked array has no DLPack form"):
+            export()
+
+
 @pytest.mark.parametrize("device", [(2, 2**40), (2, -1), (2**40, 0)])
 def test_a_device_that_is_no_device_ordinal_is_refused_naming_it(device):
     p = HandMade(np.zeros(4, np.float32), (4,), device=device)

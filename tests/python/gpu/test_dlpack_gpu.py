@@ -90,6 +90,14 @@ def test_device_to_host_copies(buf):
         buf.__dlpack__(dl_device=(1, 0), copy=False, max_version=(1, 0))
 
 
+def test_empty_device_arrays_are_copied_without_the_driver_reading_them():
+    cupy = pytest.importorskip("cupy")
+    v = cai.as_cuda_array(cupy.zeros((0, 3), cupy.float32))
+    a = np.from_dlpack(v, device="cpu")
+    assert a.shape == (0, 3) and a.dtype == np.float32
+    assert cupy.from_dlpack(cai.from_dlpack(v, copy=True)).shape == (0, 3)
+
+
 def test_the_consumer_stream_waits_for_pending_work_and_the_host_does_not():
     """100 trials: the producer leaves 100 memsets pending on one of its streams; CuPy
     imports through DLPack on its own stream and must read the final value."""
