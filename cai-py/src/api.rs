@@ -3,7 +3,7 @@
 use cai_core::sync::SyncPolicy;
 use cai_core::Stream;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict};
+use pyo3::types::{PyBool, PyDict, PyString};
 
 use crate::config::{self, Config};
 use crate::error::{received, Problem};
@@ -14,8 +14,9 @@ use crate::view::Core;
 /// The consumer's stream: `None` (the legacy default stream), an int, or a stream object
 /// (`__cuda_stream__`, or `.cuda_stream` as in PyTorch, or `.ptr` as in CuPy), whose null
 /// handle is the legacy default stream. An array is not a stream, whatever its attributes.
-fn consumer_stream(stream: Option<&Bound<'_, PyAny>>) -> PyResult<Stream> {
-    let Some(obj) = stream.filter(|s| !s.is_none()) else { return Ok(Stream::LegacyDefault) };
+/// Where `no_sync` allows it, the int -1 (DLPack's "no synchronization") gives `None`.
+fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult<Option<Stream>> {
+    let Some(obj) = stream.filter(|s| !s.is_none()) else { return Ok(Some(Stream::LegacyDefault)) };
     let py = obj.py();
     let not_a_stream = || -> PyErr {
         match received(obj) {
@@ -41,13 +42,19 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>) -> PyResult<Stream> {
             (Err(e), _) => e,
         }
     };
+    let from_int = |raw: i64| -> PyResult<Option<Stream>> {
+        if raw == -1 && no_sync {
+            return Ok(None);
+        }
+        let raw = usize::try_from(raw).map_err(|_| Problem::value_error(format!("stream: {raw} is not a stream")))?;
+        Stream::from_raw(Some(raw)).map(Some).map_err(|e| Problem::from(e).into())
+    };
     if obj.is_instance_of::<PyBool>() {
         return Err(not_a_stream());
     }
     if obj.is_instance_of::<pyo3::types::PyInt>() {
         let raw = obj.extract::<i64>().map_err(|e| handle_of(obj, "", e))?;
-        let raw = usize::try_from(raw).map_err(|_| Problem::value_error(format!("stream: {raw} is not a stream")))?;
-        return Stream::from_raw(Some(raw)).map_err(|e| Problem::from(e).into());
+        return from_int(raw);
     }
     let handle = if let Some(method) = obj.getattr_opt(pyo3::intern!(py, "__cuda_stream__"))? {
         let pair = method.call0()?;
@@ -69,12 +76,11 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>) -> PyResult<Stream> {
             Err(e) if must_propagate(py, &e) => return Err(e),
             Err(_) => return Err(not_a_stream()),
         };
-        let raw = usize::try_from(raw).map_err(|_| Problem::value_error(format!("stream: {raw} is not a stream")))?;
-        return Stream::from_raw(Some(raw)).map_err(|e| Problem::from(e).into());
+        return from_int(raw);
     };
     match handle {
-        0 => Ok(Stream::LegacyDefault),
-        h => Stream::from_raw(Some(h)).map_err(|e| Problem::from(e).into()),
+        0 => Ok(Some(Stream::LegacyDefault)),
+        h => Stream::from_raw(Some(h)).map(Some).map_err(|e| Problem::from(e).into()),
     }
 }
 
@@ -90,25 +96,28 @@ fn warn_unchecked(py: Python<'_>, check_pointers: Option<bool>) -> PyResult<()> 
     Ok(())
 }
 
+/// The sync policies' names, for messages.
+const POLICIES: &str = "'wait', 'synchronize' or 'ignore'";
+
 /// The options of one import, from its arguments and the process-wide settings.
 fn import_options(
     py: Python<'_>,
     sync: bool,
     stream: Option<&Bound<'_, PyAny>>,
-    policy: Option<&str>,
+    policy: Option<&Bound<'_, PyAny>>,
     check_pointers: Option<bool>,
     allow_other_device: bool,
 ) -> PyResult<ImportOptions> {
     warn_unchecked(py, check_pointers)?;
     let config = config::get(py)?;
-    let policy = match (sync, policy) {
+    let policy = match (sync, text_argument("policy", policy, POLICIES)?) {
         (false, _) => SyncPolicy::Ignore,
-        (true, Some(p)) => SyncPolicy::parse(p).map_err(|e| Problem::value_error(format!("policy: {e}")))?,
+        (true, Some(p)) => SyncPolicy::parse(&p).map_err(|e| Problem::value_error(format!("policy: {e}")))?,
         (true, None) => config.import_sync,
     };
     Ok(ImportOptions {
         policy,
-        consumer: Some(consumer_stream(stream)?),
+        consumer: consumer_stream(stream, false)?,
         check_pointers: check_pointers.unwrap_or(config.check_pointers),
         allow_other_device,
         caller: Caller::Function,
@@ -143,7 +152,7 @@ pub fn as_cuda_array<'py>(
     obj: &Bound<'py, PyAny>,
     sync: bool,
     stream: Option<&Bound<'py, PyAny>>,
-    policy: Option<&str>,
+    policy: Option<&Bound<'py, PyAny>>,
     check_pointers: Option<bool>,
     allow_other_device: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
@@ -161,7 +170,7 @@ pub fn from_cuda_array_interface<'py>(
     owner: Option<Bound<'py, PyAny>>,
     sync: bool,
     stream: Option<&Bound<'py, PyAny>>,
-    policy: Option<&str>,
+    policy: Option<&Bound<'py, PyAny>>,
     check_pointers: Option<bool>,
     allow_other_device: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
@@ -191,10 +200,7 @@ pub fn from_dlpack<'py>(
     check_pointers: Option<bool>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = obj.py();
-    let consumer = match stream {
-        Some(s) if s.is_instance_of::<pyo3::types::PyInt>() && s.extract::<i64>().ok() == Some(-1) => None,
-        other => Some(consumer_stream(other)?),
-    };
+    let consumer = consumer_stream(stream, true)?;
     warn_unchecked(py, check_pointers)?;
     let imported = crate::dlpack::import(obj, consumer, copy)?;
     match imported.memory {
@@ -237,8 +243,10 @@ pub fn as_array<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
 /// attribute itself is reported as a finding.
 #[pyfunction]
 #[pyo3(signature = (obj, *, interface = None))]
-pub fn validate<'py>(obj: &Bound<'py, PyAny>, interface: Option<&str>) -> PyResult<Vec<String>> {
+pub fn validate<'py>(obj: &Bound<'py, PyAny>, interface: Option<&Bound<'py, PyAny>>) -> PyResult<Vec<String>> {
     let py = obj.py();
+    let interface = text_argument("interface", interface, "'cuda', 'host' or None")?;
+    let interface = interface.as_deref();
     let wanted: &[Interface] = match interface {
         None => &[Interface::Cuda, Interface::Host],
         Some("cuda") => &[Interface::Cuda],
@@ -296,18 +304,7 @@ pub fn configure<'py>(
     export_stream: Option<&Bound<'py, PyAny>>,
     export_version: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let text = |name: &str, value: Option<&Bound<'py, PyAny>>, expected: &str| -> PyResult<Option<String>> {
-        match some_value(value) {
-            None => Ok(None),
-            Some(v) => match v.cast::<pyo3::types::PyString>() {
-                Ok(s) => Ok(Some(s.to_cow()?.into_owned())),
-                Err(_) => {
-                    Err(Problem::type_error(format!("{name}: expected {expected}, received {}", received(v)?)).into())
-                }
-            },
-        }
-    };
-    let import_sync = text("import_sync", import_sync, "'wait', 'synchronize' or 'ignore'")?
+    let import_sync = text_argument("import_sync", import_sync, POLICIES)?
         .map(|v| SyncPolicy::parse(&v).map_err(|e| Problem::value_error(format!("import_sync: {e}"))))
         .transpose()?;
     let check_pointers = match some_value(check_pointers) {
@@ -321,7 +318,7 @@ pub fn configure<'py>(
             }
         },
     };
-    let stream_none = text("export_stream", export_stream, "'report' or 'none'")?
+    let stream_none = text_argument("export_stream", export_stream, "'report' or 'none'")?
         .map(|v| config::parse_export_stream("export_stream", &v))
         .transpose()?;
     let version = match some_value(export_version) {
@@ -350,6 +347,24 @@ pub fn configure<'py>(
 /// `value`, unless it is absent or `None`.
 fn some_value<'a, 'py>(value: Option<&'a Bound<'py, PyAny>>) -> Option<&'a Bound<'py, PyAny>> {
     value.filter(|v| !v.is_none())
+}
+
+/// The text of an argument that takes a str (`None` when absent or None). Anything else,
+/// and a str with no UTF-8 form (a lone surrogate), is an error that names the argument
+/// and the value received.
+fn text_argument(name: &str, value: Option<&Bound<'_, PyAny>>, expected: &str) -> PyResult<Option<String>> {
+    let Some(v) = some_value(value) else { return Ok(None) };
+    let wrong = |v: &Bound<'_, PyAny>| -> PyResult<String> {
+        Ok(format!("{name}: expected {expected}, received {}", received(v)?))
+    };
+    match v.cast::<PyString>() {
+        Ok(s) => match s.to_cow() {
+            Ok(text) => Ok(Some(text.into_owned())),
+            Err(e) if must_propagate(v.py(), &e) => Err(e),
+            Err(_) => Err(Problem::value_error(wrong(v)?).into()),
+        },
+        Err(_) => Err(Problem::type_error(wrong(v)?).into()),
+    }
 }
 
 /// Whether the CUDA driver library can be loaded on this machine.

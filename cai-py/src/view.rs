@@ -472,6 +472,18 @@ macro_rules! view_class {
                 self.core.descriptor.shape.first().copied().ok_or_else(|| PyTypeError::new_err("len() of a 0-d array"))
             }
 
+            /// Whether the first dimension is not empty, as `len()` says; a 0-d array's truth
+            /// would be its element's, which a view does not read.
+            fn __bool__(&self) -> PyResult<bool> {
+                match self.core.descriptor.shape.first() {
+                    Some(&n) => Ok(n != 0),
+                    None => Err(PyTypeError::new_err(
+                        "bool() of a view of a 0-d array: its truth would be the element's, which a view does not \
+                         read; test .size or .shape",
+                    )),
+                }
+            }
+
             fn __repr__(&self) -> String {
                 self.core.repr($name)
             }

@@ -51,6 +51,13 @@ def test_view_matches_numpy(dtype, layout, arr):
     assert v.readonly == (not arr.flags.writeable)
     assert v.ptr == arr.__array_interface__["data"][0]
     assert v.kind == arr.dtype.kind
+    if arr.ndim:
+        assert len(v) == len(arr) and bool(v) == (len(arr) != 0)
+    else:
+        with pytest.raises(TypeError, match="len\\(\\) of a 0-d array"):
+            len(v)
+        with pytest.raises(TypeError, match="bool\\(\\) of a view of a 0-d array"):
+            bool(v)
     if arr.size:
         assert v.byte_bounds == byte_bounds(arr)
     else:

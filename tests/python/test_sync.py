@@ -130,6 +130,35 @@ def test_configure_reports_and_validates():
     with pytest.raises(TypeError, match=r"export_stream: expected 'report' or 'none', received 2 \(int\)"):
         cai.configure(export_stream=2)
     assert cai.configure(check_pointers=np.True_)["check_pointers"] is True
+    # A str with no UTF-8 form (a lone surrogate) is named too.
+    with pytest.raises(ValueError, match=r"import_sync: expected 'wait', 'synchronize' or 'ignore', received '\\udcff'"):
+        cai.configure(import_sync="\udcff")
+
+
+@pytest.mark.parametrize(
+    "call,error,message",
+    [
+        (lambda p: cai.as_cuda_array(p, policy=5), TypeError, r"policy: expected 'wait', .* received 5 \(int\)"),
+        (lambda p: cai.as_cuda_array(p, policy="\udcff"), ValueError, r"policy: expected .* received '\\udcff'"),
+        (lambda p: cai.as_cuda_array(p, policy="often"), ValueError, "policy: 'often' is not a sync policy"),
+        (lambda p: cai.validate(p, interface=5), TypeError, r"interface: expected 'cuda', 'host' or None, received 5"),
+        (lambda p: cai.validate(p, interface="\udcff"), ValueError, r"interface: expected .* received '\\udcff'"),
+        (lambda p: cai.validate(p, interface="gpu"), ValueError, "interface: 'gpu' is not 'cuda', 'host' or None"),
+    ],
+)
+def test_text_arguments_of_the_wrong_kind_are_named_with_the_value(call, error, message):
+    with pytest.raises(error, match=message):
+        call(Producer(cai_dict()))
+
+
+def test_from_dlpack_takes_minus_one_as_any_int_and_as_cuda_array_does_not():
+    arr = np.arange(3.0)
+    for no_sync in (-1, np.int64(-1)):
+        assert cai.from_dlpack(arr, stream=no_sync).shape == (3,)
+    with pytest.raises(ValueError, match="stream: -2 is not a stream"):
+        cai.from_dlpack(arr, stream=np.int64(-2))
+    with pytest.raises(ValueError, match="stream: -1 is not a stream"):
+        cai.as_cuda_array(Producer(cai_dict()), stream=np.int64(-1))
 
 
 class Returns:
