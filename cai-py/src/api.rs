@@ -110,9 +110,13 @@ fn import_options(
 ) -> PyResult<ImportOptions> {
     warn_unchecked(py, check_pointers)?;
     let config = config::get(py)?;
-    let policy = match (sync, text_argument("policy", policy, POLICIES)?) {
+    // A policy given is checked even where `sync=False` overrides it.
+    let asked = text_argument("policy", policy, POLICIES)?
+        .map(|p| SyncPolicy::parse(&p).map_err(|e| Problem::value_error(format!("policy: {e}"))))
+        .transpose()?;
+    let policy = match (sync, asked) {
         (false, _) => SyncPolicy::Ignore,
-        (true, Some(p)) => SyncPolicy::parse(&p).map_err(|e| Problem::value_error(format!("policy: {e}")))?,
+        (true, Some(p)) => p,
         (true, None) => config.import_sync,
     };
     Ok(ImportOptions {
@@ -239,8 +243,8 @@ pub fn as_array<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
 /// `'host'` NumPy's `__array_interface__`, and None (the default) the CUDA one when `obj`
 /// has it, else the host one; findings about the host interface start with
 /// `__array_interface__: `, so a list always says which was checked. Raises `TypeError`
-/// only when `obj` exports no interface that was asked for; an exception raised by the
-/// attribute itself is reported as a finding.
+/// only when `obj` exports no interface that was asked for (or `interface` is not a str);
+/// an exception raised by the attribute itself is reported as a finding.
 #[pyfunction]
 #[pyo3(signature = (obj, *, interface = None))]
 pub fn validate<'py>(obj: &Bound<'py, PyAny>, interface: Option<&Bound<'py, PyAny>>) -> PyResult<Vec<String>> {

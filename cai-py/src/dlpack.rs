@@ -619,7 +619,8 @@ pub(crate) fn export<'py>(
             }
             Memory::Device => copy_device(py, descriptor.stream, bytes.start, len, own.device_id, to_host)?,
         };
-        let data = if len == 0 { descriptor.data } else { copied.address() + (descriptor.data - bytes.start) };
+        // DLPack's empty tensors point at nothing: the copy owns no byte to point at.
+        let data = if len == 0 { 0 } else { copied.address() + (descriptor.data - bytes.start) };
         (Some(copied), data)
     } else {
         (None, descriptor.data)
@@ -897,10 +898,16 @@ fn take<'py>(capsule: &Bound<'py, PyAny>) -> PyResult<Bound<'py, DLPackTensor>> 
     if pointer.is_null() {
         return Err(PyErr::take(py).unwrap_or_else(|| PyTypeError::new_err("__dlpack__: the capsule holds no tensor")));
     }
-    // Both managed-tensor structs hold 64-bit fields; the capsule stays the producer's.
-    if pointer.align_offset(std::mem::align_of::<DLManagedTensorVersioned>()) != 0 {
+    // Read as its struct, the tensor must be aligned as one; a refused capsule stays the
+    // producer's.
+    let (aligned, align) = if versioned {
+        (pointer.cast::<DLManagedTensorVersioned>().is_aligned(), std::mem::align_of::<DLManagedTensorVersioned>())
+    } else {
+        (pointer.cast::<DLManagedTensor>().is_aligned(), std::mem::align_of::<DLManagedTensor>())
+    };
+    if !aligned {
         return Err(PyValueError::new_err(format!(
-            "__dlpack__: the capsule's tensor pointer {pointer:p} is not aligned"
+            "__dlpack__: the capsule's tensor pointer {pointer:p} is not aligned to {align} bytes"
         )));
     }
     // SAFETY: renaming to a static name makes the tensor ours: the capsule's destructor

@@ -141,6 +141,7 @@ def test_configure_reports_and_validates():
         (lambda p: cai.as_cuda_array(p, policy=5), TypeError, r"policy: expected 'wait', .* received 5 \(int\)"),
         (lambda p: cai.as_cuda_array(p, policy="\udcff"), ValueError, r"policy: expected .* received '\\udcff'"),
         (lambda p: cai.as_cuda_array(p, policy="often"), ValueError, "policy: 'often' is not a sync policy"),
+        (lambda p: cai.as_cuda_array(p, sync=False, policy="often"), ValueError, "policy: 'often' is not a sync policy"),
         (lambda p: cai.validate(p, interface=5), TypeError, r"interface: expected 'cuda', 'host' or None, received 5"),
         (lambda p: cai.validate(p, interface="\udcff"), ValueError, r"interface: expected .* received '\\udcff'"),
         (lambda p: cai.validate(p, interface="gpu"), ValueError, "interface: 'gpu' is not 'cuda', 'host' or None"),
@@ -152,11 +153,16 @@ def test_text_arguments_of_the_wrong_kind_are_named_with_the_value(call, error, 
 
 
 def test_from_dlpack_takes_minus_one_as_any_int_and_as_cuda_array_does_not():
-    arr = np.arange(3.0)
+    from test_dlpack import HandMade
+
     for no_sync in (-1, np.int64(-1)):
-        assert cai.from_dlpack(arr, stream=no_sync).shape == (3,)
+        # A device producer is asked for no synchronization (host memory takes no stream).
+        p = HandMade(np.arange(4, dtype=np.float32), (4,), device=(2, 0))
+        assert cai.from_dlpack(p, stream=no_sync, check_pointers=False).shape == (4,)
+        assert p.kwargs["stream"] == -1
+        assert cai.from_dlpack(np.arange(3.0), stream=no_sync).shape == (3,)
     with pytest.raises(ValueError, match="stream: -2 is not a stream"):
-        cai.from_dlpack(arr, stream=np.int64(-2))
+        cai.from_dlpack(np.arange(3.0), stream=np.int64(-2))
     with pytest.raises(ValueError, match="stream: -1 is not a stream"):
         cai.as_cuda_array(Producer(cai_dict()), stream=np.int64(-1))
 
