@@ -96,9 +96,6 @@ fn warn_unchecked(py: Python<'_>, check_pointers: Option<bool>) -> PyResult<()> 
     Ok(())
 }
 
-/// The sync policies' names, for messages.
-const POLICIES: &str = "'wait', 'synchronize' or 'ignore'";
-
 /// The options of one import, from its arguments and the process-wide settings.
 fn import_options(
     py: Python<'_>,
@@ -111,10 +108,7 @@ fn import_options(
     warn_unchecked(py, check_pointers)?;
     let config = config::get(py)?;
     // A policy given is checked even where `sync=False` overrides it.
-    let asked = text_argument("policy", policy, POLICIES)?
-        .map(|p| SyncPolicy::parse(&p).map_err(|e| Problem::value_error(format!("policy: {e}"))))
-        .transpose()?;
-    let policy = match (sync, asked) {
+    let policy = match (sync, policy_argument("policy", policy)?) {
         (false, _) => SyncPolicy::Ignore,
         (true, Some(p)) => p,
         (true, None) => config.import_sync,
@@ -308,9 +302,7 @@ pub fn configure<'py>(
     export_stream: Option<&Bound<'py, PyAny>>,
     export_version: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let import_sync = text_argument("import_sync", import_sync, POLICIES)?
-        .map(|v| SyncPolicy::parse(&v).map_err(|e| Problem::value_error(format!("import_sync: {e}"))))
-        .transpose()?;
+    let import_sync = policy_argument("import_sync", import_sync)?;
     let check_pointers = match some_value(check_pointers) {
         None => None,
         Some(v) => match v.extract::<bool>() {
@@ -358,17 +350,21 @@ fn some_value<'a, 'py>(value: Option<&'a Bound<'py, PyAny>>) -> Option<&'a Bound
 /// and the value received.
 fn text_argument(name: &str, value: Option<&Bound<'_, PyAny>>, expected: &str) -> PyResult<Option<String>> {
     let Some(v) = some_value(value) else { return Ok(None) };
-    let wrong = |v: &Bound<'_, PyAny>| -> PyResult<String> {
-        Ok(format!("{name}: expected {expected}, received {}", received(v)?))
-    };
+    let wrong = || -> PyResult<String> { Ok(format!("{name}: expected {expected}, received {}", received(v)?)) };
     match v.cast::<PyString>() {
         Ok(s) => match s.to_cow() {
             Ok(text) => Ok(Some(text.into_owned())),
             Err(e) if must_propagate(v.py(), &e) => Err(e),
-            Err(_) => Err(Problem::value_error(wrong(v)?).into()),
+            Err(_) => Err(Problem::value_error(wrong()?).into()),
         },
-        Err(_) => Err(Problem::type_error(wrong(v)?).into()),
+        Err(_) => Err(Problem::type_error(wrong()?).into()),
     }
+}
+
+/// A sync policy given as the argument `name` (`None` when absent or None).
+fn policy_argument(name: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<SyncPolicy>> {
+    let Some(text) = text_argument(name, value, "'wait', 'synchronize' or 'ignore'")? else { return Ok(None) };
+    SyncPolicy::parse(&text).map(Some).map_err(|e| Problem::value_error(format!("{name}: {e}")).into())
 }
 
 /// Whether the CUDA driver library can be loaded on this machine.

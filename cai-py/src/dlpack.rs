@@ -608,20 +608,23 @@ pub(crate) fn export<'py>(
     let (copied, data) = if to_host || copy == Some(true) {
         let bytes = descriptor.byte_range_of(extent).map_err(crate::error::to_py_err)?;
         let len = bytes.end - bytes.start;
-        let copied = match memory {
-            // Nothing to copy (an empty array's pointer may be null): no byte is read.
-            _ if len == 0 => Copied::Host(Box::default()),
-            Memory::Host => {
-                // SAFETY: the array's bytes lie in memory its producer keeps alive while
-                // `owner`, which we hold, is; validation checked the range.
-                let src = unsafe { std::slice::from_raw_parts(bytes.start as *const u8, len) };
-                Copied::Host(src.to_vec().into_boxed_slice())
-            }
-            Memory::Device => copy_device(py, descriptor.stream, bytes.start, len, own.device_id, to_host)?,
-        };
-        // DLPack's empty tensors point at nothing: the copy owns no byte to point at.
-        let data = if len == 0 { 0 } else { copied.address() + (descriptor.data - bytes.start) };
-        (Some(copied), data)
+        if len == 0 {
+            // Nothing to copy (an empty array's pointer may be null): no byte is read, and
+            // the copy points at nothing, as DLPack's empty tensors do.
+            (Some(Copied::Host(Box::default())), 0)
+        } else {
+            let copied = match memory {
+                Memory::Host => {
+                    // SAFETY: the array's bytes lie in memory its producer keeps alive while
+                    // `owner`, which we hold, is; validation checked the range.
+                    let src = unsafe { std::slice::from_raw_parts(bytes.start as *const u8, len) };
+                    Copied::Host(src.to_vec().into_boxed_slice())
+                }
+                Memory::Device => copy_device(py, descriptor.stream, bytes.start, len, own.device_id, to_host)?,
+            };
+            let data = copied.address() + (descriptor.data - bytes.start);
+            (Some(copied), data)
+        }
     } else {
         (None, descriptor.data)
     };

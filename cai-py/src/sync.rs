@@ -272,12 +272,10 @@ mod imp {
         }
         if !cuda::driver_ready() {
             // Nothing in this process can touch device memory: no pointer to check.
-            if needs_sync {
-                if let Err(e) = cuda::driver_status() {
-                    return Err(sync_failure(py, d.stream, &e, options.caller));
-                }
-            }
-            return Ok(None);
+            return match cuda::driver_status() {
+                Err(e) if needs_sync => Err(sync_failure(py, d.stream, &e, options.caller)),
+                _ => Ok(None),
+            };
         }
         let mut device = None;
         if needs_check {
