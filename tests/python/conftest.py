@@ -2,8 +2,8 @@
 
 The CPU suite describes made-up device pointers and streams that no driver knows. Where a
 CUDA driver is present, its tests run with pointer checks and stream ordering off, so
-that they test what they were written for; tests/python/gpu turns both back on for the
-real arrays of the GPU suite.
+that they test what they were written for; tests/python/gpu (real arrays on a GPU) and
+tests/python/fakecuda (the stand-in driver) keep both on.
 """
 
 import pathlib
@@ -13,11 +13,13 @@ import pytest
 import cai
 
 GPU_DIR = pathlib.Path(__file__).parent / "gpu"
+FAKE_DIR = pathlib.Path(__file__).parent / "fakecuda"
 
 
 @pytest.fixture(autouse=True)
 def _fake_pointers_with_a_driver(request):
-    if not cai.cuda_driver_present() or GPU_DIR in pathlib.Path(str(request.node.path)).parents:
+    parents = pathlib.Path(str(request.node.path)).parents
+    if not cai.cuda_driver_present() or GPU_DIR in parents or FAKE_DIR in parents:
         yield
         return
     before = cai.configure()

@@ -1,0 +1,324 @@
+"""cai's driver paths against the stand-in CUDA driver (fake_cuda.c).
+
+Run by test_fake_driver.py in a process whose LD_LIBRARY_PATH puts the stand-in first;
+not collected on its own (the name does not start with test_). The stand-in's "device
+memory" is host memory registered with it, so copies can be checked byte for byte, and
+its log says what cai asked of the driver.
+"""
+
+import threading
+
+import numpy as np
+import pytest
+
+import cai
+import cai_fixtures as fx
+import fake
+from producers import Producer, cai_dict
+
+pytestmark = pytest.mark.skipif(fake.lib is None, reason="runs only under the stand-in driver (test_fake_driver.py)")
+
+# Streams the tests register: two on device 0, one on device 1. Device 2 is kept for the
+# one test that needs a context without pooled events.
+S7, S9, S17 = 0x7, 0x9, 0x11
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warm():
+    """Loads the driver and retains devices 0 and 1's primary contexts (done once per
+    process), so that each test's log holds only what its own calls did."""
+    for device in (0, 1):
+        arr, ptr = fake.array(4, device=device)
+        cai.as_cuda_array(producer(ptr, shape=(4,)))
+    yield
+
+
+@pytest.fixture(autouse=True)
+def clean(warm):
+    fake.reset()
+    fake.stream(S7, 0)
+    fake.stream(S9, 0)
+    fake.stream(S17, 1)
+    yield
+    # Every call leaves the thread as it found it: no context current, the capture mode
+    # it had.
+    assert fake.current_device() == -1
+    assert fake.capture_mode() == 0
+
+
+def producer(ptr, shape=(64,), **kw):
+    return Producer(cai_dict(shape=shape, ptr=ptr, **kw))
+
+
+def driver_calls():
+    """The log without the context switches every scope makes."""
+    return [line for line in fake.log() if not line.startswith("cuCtxSetCurrent")]
+
+
+def test_the_stand_in_driver_is_the_one_loaded():
+    assert cai.cuda_driver_present()
+    arr, ptr = fake.array()
+    assert cai.pointer_attributes(ptr) == {"device": 0, "memory": "device", "allocation": (ptr, ptr + arr.nbytes)}
+
+
+@pytest.mark.parametrize(
+    "kind, managed, memory", [(fake.DEVICE, False, "device"), (fake.HOST, False, "host"), (fake.DEVICE, True, "managed")]
+)
+def test_pointer_attributes_name_the_memory_and_its_allocation(kind, managed, memory):
+    arr, ptr = fake.array(16, device=1, kind=kind, managed=managed)
+    assert cai.pointer_attributes(ptr + 8) == {"device": 1, "memory": memory, "allocation": (ptr, ptr + arr.nbytes)}
+
+
+def test_pointer_attributes_of_unknown_memory_is_a_value_error():
+    with pytest.raises(ValueError, match=r"^data: pointer 0x3039 is not memory the CUDA driver knows"):
+        cai.pointer_attributes(12345)
+
+
+def test_an_import_checks_the_pointer_and_the_extent_against_the_allocation():
+    arr, ptr = fake.array(64)
+    view = cai.as_cuda_array(producer(ptr))
+    assert view.ptr == ptr
+    assert driver_calls() == [f"cuPointerGetAttributes ptr=0x{ptr:x} count=5"]
+    with pytest.raises(ValueError, match=r"^data: pointer 0x1234 is not memory the CUDA driver knows .*check_pointers=False"):
+        cai.as_cuda_array(producer(0x1234))
+    end = ptr + arr.nbytes
+    message = (
+        rf"^shape: \(65,\) with strides None reaches bytes 0x{ptr:x} to 0x{end + 4:x}, outside the device allocation "
+        rf"0x{ptr:x} to 0x{end:x} \(256 bytes\) that pointer 0x{ptr:x} lies in"
+    )
+    with pytest.raises(ValueError, match=message):
+        cai.as_cuda_array(producer(ptr, shape=(65,)))
+
+
+def test_without_pointer_checks_the_driver_is_not_asked():
+    fake.clear_log()
+    assert cai.as_cuda_array(producer(0x1234), check_pointers=False).ptr == 0x1234
+    assert driver_calls() == []
+
+
+def test_memory_of_another_device_than_the_consumer_stream_is_refused_unless_allowed():
+    arr, ptr = fake.array(64, device=1)
+    with pytest.raises(ValueError, match=rf"^data: pointer 0x{ptr:x} is device memory of device 1, but the consumer's stream 9 works on device 0; pass allow_other_device=True"):
+        cai.as_cuda_array(producer(ptr), stream=S9)
+    assert cai.as_cuda_array(producer(ptr), stream=S9, allow_other_device=True).ptr == ptr
+    # Managed memory is reachable from every device.
+    marr, mptr = fake.array(64, device=1, managed=True)
+    assert cai.as_cuda_array(producer(mptr), stream=S9).ptr == mptr
+
+
+def test_the_wait_policy_records_on_the_producer_and_waits_on_the_consumer_reusing_one_event():
+    arr, ptr = fake.array(64)
+    events = fake.live_events()
+    for _ in range(3):
+        view = cai.as_cuda_array(producer(ptr, stream=S7), stream=S9)
+        assert view.stream == S7  # the producer's, as documented
+    records = [line for line in fake.log() if line.startswith("cuEventRecord")]
+    waits = [line for line in fake.log() if line.startswith("cuStreamWaitEvent")]
+    assert len(records) == len(waits) == 3
+    assert all(" stream=0x7 ctx0" in r for r in records)
+    assert all(w.startswith("cuStreamWaitEvent stream=0x9 ctx0 ") for w in waits)
+    # One event at most was created, and it is reused.
+    assert fake.live_events() - events <= 1
+    assert len({r.split()[1] for r in records}) == 1
+
+
+def test_the_synchronize_policy_makes_the_host_wait_for_the_producer_stream():
+    arr, ptr = fake.array(64)
+    fake.clear_log()
+    cai.as_cuda_array(producer(ptr, stream=S7), stream=S9, policy="synchronize")
+    assert [c for c in driver_calls() if c.startswith(("cuStream", "cuEvent"))] == ["cuStreamSynchronize stream=0x7 ctx0"]
+
+
+@pytest.mark.parametrize("how", [{"sync": False}, {"policy": "ignore"}])
+def test_ignoring_the_stream_orders_nothing(how):
+    arr, ptr = fake.array(64)
+    fake.clear_log()
+    assert cai.as_cuda_array(producer(ptr, stream=S7), stream=S9, **how).ptr == ptr
+    assert driver_calls() == [f"cuPointerGetAttributes ptr=0x{ptr:x} count=5"]
+
+
+def test_the_same_stream_needs_no_event():
+    arr, ptr = fake.array(64)
+    fake.clear_log()
+    cai.as_cuda_array(producer(ptr, stream=S7), stream=S7)
+    assert driver_calls() == [f"cuPointerGetAttributes ptr=0x{ptr:x} count=5"]
+
+
+def test_streams_of_two_devices_are_ordered_in_each_stream_context():
+    arr, ptr = fake.array(64, device=1)
+    fake.clear_log()
+    cai.as_cuda_array(producer(ptr, stream=S17), stream=S9, allow_other_device=True)
+    calls = driver_calls()
+    record = next(c for c in calls if c.startswith("cuEventRecord"))
+    wait = next(c for c in calls if c.startswith("cuStreamWaitEvent"))
+    # The stand-in refuses an event recorded on a stream of another context than its own.
+    assert record.endswith("stream=0x11 ctx1")
+    assert wait.startswith("cuStreamWaitEvent stream=0x9 ctx0 ")
+
+
+def test_a_stream_the_driver_does_not_know_is_a_driver_error_naming_it():
+    arr, ptr = fake.array(64)
+    with pytest.raises(cai.CudaDriverError, match=r"^stream: cannot synchronize on stream 85: cuStreamGetCtx failed: CUDA_ERROR_INVALID_HANDLE \(400\)"):
+        cai.as_cuda_array(producer(ptr, stream=0x55), stream=S9)
+
+
+def test_a_capturing_producer_stream_cannot_be_synchronized_or_waited_on_from_outside():
+    arr, ptr = fake.array(64)
+    fake.stream(0x13, 0, capture=1, capture_id=5)
+    with pytest.raises(cai.CudaDriverError, match=r"capturing a CUDA graph \(capture 5\) and cannot be synchronized"):
+        cai.as_cuda_array(producer(ptr, stream=0x13), stream=S9, policy="synchronize")
+    with pytest.raises(cai.CudaDriverError, match=r"capturing a CUDA graph \(capture 5\), so its work runs only when the graph is launched and stream 9 cannot be ordered"):
+        cai.as_cuda_array(producer(ptr, stream=0x13), stream=S9)
+    # A consumer in the same capture is ordered as any other.
+    fake.stream(0x15, 0, capture=1, capture_id=5)
+    fake.clear_log()
+    cai.as_cuda_array(producer(ptr, stream=0x13), stream=0x15)
+    assert any(c.startswith("cuStreamWaitEvent stream=0x15 ") for c in fake.log())
+
+
+def test_the_legacy_stream_during_a_global_capture_is_refused_with_the_reason():
+    arr, ptr = fake.array(64)
+    fake.stream(0x13, 0, capture=1, capture_id=5, implicit=True)
+    with pytest.raises(cai.CudaDriverError, match=r"the legacy default stream cannot be used while a blocking stream of its context is capturing"):
+        cai.as_cuda_array(producer(ptr, stream=S7), stream=1)
+
+
+@pytest.mark.parametrize(
+    "call, where",
+    [
+        ("cuEventRecord", "stream"),
+        ("cuStreamWaitEvent", "stream"),
+        ("cuStreamGetCtx", "stream"),
+        ("cuStreamGetCaptureInfo_v2", "stream"),
+        ("cuPointerGetAttributes", "data"),
+        ("cuThreadExchangeStreamCaptureMode", "data"),
+        ("cuCtxSetCurrent", "data"),
+    ],
+)
+def test_a_failing_driver_call_is_a_driver_error_that_leaks_nothing(call, where):
+    arr, ptr = fake.array(64)
+    cai.as_cuda_array(producer(ptr, stream=S7), stream=S9)  # the pool has its event
+    events = fake.live_events()
+    fake.fail(call, 700)
+    name = call.removesuffix("_v2").removesuffix("Info")
+    with pytest.raises(cai.CudaDriverError, match=rf"^{where}: cannot .*{name}\w* failed: CUDA_ERROR_ILLEGAL_ADDRESS \(700\)"):
+        cai.as_cuda_array(producer(ptr, stream=S7), stream=S9)
+    fake.fail(call, 0)
+    assert fake.live_events() == events
+    # The next import works and still uses the pooled event.
+    cai.as_cuda_array(producer(ptr, stream=S7), stream=S9)
+    assert fake.live_events() == events
+
+
+def test_a_failing_event_creation_is_a_driver_error():
+    # Device 2's context has no pooled event: the import must create one.
+    arr, ptr = fake.array(64, device=2)
+    fake.stream(0x21, 2)
+    fake.fail("cuEventCreate", 2)
+    with pytest.raises(cai.CudaDriverError, match=r"cuEventCreate failed: CUDA_ERROR_OUT_OF_MEMORY \(2\)"):
+        cai.as_cuda_array(producer(ptr, stream=0x21), stream=S17, allow_other_device=True)
+    fake.fail("cuEventCreate", 0)
+    events = fake.live_events()
+    cai.as_cuda_array(producer(ptr, stream=0x21), stream=S17, allow_other_device=True)
+    assert fake.live_events() == events + 1
+
+
+def test_an_extractor_that_reads_without_a_stream_makes_the_host_wait_for_the_producer():
+    arr, ptr = fake.array(64)
+    fake.clear_log()
+    assert fx.extract_and_settle(producer(ptr, stream=S7)) == 1
+    calls = [c for c in driver_calls() if c.startswith(("cuEvent", "cuStream"))]
+    assert [c.split()[0] for c in calls if not c.startswith("cuEventCreate")] == ["cuEventRecord", "cuEventSynchronize"]
+    assert "stream=0x7 ctx0" in calls[-2]
+
+
+def test_an_extractor_refuses_memory_the_driver_does_not_know():
+    with pytest.raises(ValueError, match=r"^data: pointer 0x1234 is not memory the CUDA driver knows .*CAI_CHECK_POINTERS=0"):
+        fx.describe_f32(producer(0x1234))
+
+
+@pytest.mark.parametrize(
+    "kind, managed, expected", [(fake.DEVICE, False, (2, 1)), (fake.HOST, False, (3, 0)), (fake.DEVICE, True, (13, 1))]
+)
+def test_dlpack_device_of_a_view_comes_from_the_driver(kind, managed, expected):
+    arr, ptr = fake.array(64, device=1, kind=kind, managed=managed)
+    view = cai.as_cuda_array(producer(ptr), stream=S17)
+    assert view.__dlpack_device__() == expected
+
+
+def test_a_dlpack_copy_to_the_host_has_the_device_bytes_after_the_producer_stream_finished():
+    arr, ptr = fake.array(64)
+    view = cai.as_cuda_array(producer(ptr, stream=S7), stream=S7)
+    fake.clear_log()
+    host = np.from_dlpack(view, device="cpu", copy=True)
+    np.testing.assert_array_equal(host, arr)
+    assert host.__array_interface__["data"][0] != ptr
+    calls = [c.split()[0] for c in driver_calls()]
+    # The copy starts once the producer's stream has finished its work.
+    assert calls.index("cuEventSynchronize") < calls.index("cuMemcpyDtoH")
+    arr[:] = -1
+    assert host[5] == 5
+
+
+def test_a_dlpack_copy_on_the_device_is_a_new_allocation_with_the_same_bytes():
+    arr, ptr = fake.array(64)
+    view = cai.as_cuda_array(producer(ptr), stream=S9)
+    copy = cai.from_dlpack(view, copy=True, stream=S9)
+    assert copy.ptr != ptr
+    assert cai.pointer_attributes(copy.ptr)["allocation"] == (copy.ptr, copy.ptr + arr.nbytes)
+    arr[:] = -1
+    # The copy's memory is host memory under the stand-in: read it back through NumPy.
+    back = np.ctypeslib.as_array((np.ctypeslib.ctypes.c_float * 64).from_address(copy.ptr))
+    np.testing.assert_array_equal(back, np.arange(64, dtype=np.float32))
+    freed = len([c for c in fake.log() if c.startswith("cuMemFree")])
+    del copy
+    assert len([c for c in fake.log() if c.startswith("cuMemFree")]) == freed + 1
+
+
+def test_dlpack_export_orders_the_consumer_stream_after_the_producer_stream():
+    arr, ptr = fake.array(64)
+    view = cai.as_cuda_array(producer(ptr, stream=S7), stream=S7)
+    fake.clear_log()
+    capsule = view.__dlpack__(stream=S9)
+    assert type(capsule).__name__ == "PyCapsule"
+    calls = [c for c in driver_calls() if c.startswith(("cuEventRecord", "cuStreamWaitEvent"))]
+    assert [c.split()[0] for c in calls] == ["cuEventRecord", "cuStreamWaitEvent"]
+    assert "stream=0x7" in calls[0] and calls[1].startswith("cuStreamWaitEvent stream=0x9 ")
+
+
+def test_a_failing_dlpack_copy_is_a_driver_error_and_frees_nothing_it_did_not_allocate():
+    arr, ptr = fake.array(64)
+    view = cai.as_cuda_array(producer(ptr), stream=S9)
+    fake.fail("cuMemcpyDtoH_v2", 700)
+    with pytest.raises(cai.CudaDriverError, match=r"^copy: cannot copy the array at 0x[0-9a-f]+: cuMemcpyDtoH failed"):
+        np.from_dlpack(view, device="cpu", copy=True)
+    fake.fail("cuMemcpyDtoH_v2", 0)
+    fake.fail("cuMemcpyDtoD_v2", 700)
+    fake.clear_log()
+    with pytest.raises(cai.CudaDriverError, match=r"cuMemcpyDtoD failed"):
+        cai.from_dlpack(view, copy=True, stream=S9)
+    # The allocation made for the copy was freed.
+    assert [c.split()[0] for c in fake.log() if c.startswith("cuMem")] == ["cuMemAlloc", "cuMemFree"]
+
+
+def test_imports_from_many_threads_share_the_pool_and_leave_each_thread_clean():
+    arr, ptr = fake.array(64)
+    errors, states = [], []
+
+    def work():
+        try:
+            for _ in range(200):
+                cai.as_cuda_array(producer(ptr, stream=S7), stream=S9)
+            states.append((fake.current_device(), fake.capture_mode()))
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert states == [(-1, 0)] * 8
+    # At most one event per thread was ever in flight at once.
+    assert fake.live_events() <= 1 + 8
