@@ -90,6 +90,21 @@ def test_an_import_checks_the_pointer_and_the_extent_against_the_allocation():
         cai.as_cuda_array(producer(ptr, shape=(65,)))
 
 
+def test_memory_mapped_through_the_virtual_memory_api_is_checked_mapping_by_mapping():
+    # A reservation of 192 floats: the first two pieces of 64 are mapped, the third not.
+    arr = np.arange(192, dtype=np.float32)
+    base = arr.__array_interface__["data"][0]
+    for piece in range(2):
+        fake.mapping(base + piece * 256, 256, (base, arr.nbytes))
+    assert cai.pointer_attributes(base + 300)["allocation"] == (base, base + arr.nbytes)
+    # Across both mappings: accepted.
+    assert cai.as_cuda_array(producer(base + 4, shape=(127,))).ptr == base + 4
+    # Into the unmapped third: refused, naming where the mapped memory ends.
+    message = rf"but the device memory from 0x{base + 512:x} on is not mapped \(pointer 0x{base + 4:x} lies in an allocation that ends before the array does\)"
+    with pytest.raises(ValueError, match=message):
+        cai.as_cuda_array(producer(base + 4, shape=(128,)))
+
+
 def test_without_pointer_checks_the_driver_is_not_asked():
     fake.clear_log()
     assert cai.as_cuda_array(producer(0x1234), check_pointers=False).ptr == 0x1234

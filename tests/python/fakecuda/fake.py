@@ -14,6 +14,7 @@ lib = ctypes.CDLL(os.path.join(FOLDER, "libcuda.so.1")) if FOLDER else None
 
 if lib is not None:
     lib.fakeAddAllocation.argtypes = [ctypes.c_ulonglong, ctypes.c_size_t, ctypes.c_int, ctypes.c_uint, ctypes.c_int]
+    lib.fakeAddMapping.argtypes = [ctypes.c_ulonglong, ctypes.c_size_t, ctypes.c_int, ctypes.c_ulonglong, ctypes.c_size_t]
     lib.fakeAddStream.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_uint, ctypes.c_ulonglong, ctypes.c_int]
     lib.fakeFail.argtypes = [ctypes.c_char_p, ctypes.c_int]
     lib.fakeLog.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
@@ -27,6 +28,12 @@ def device_memory(arr, device=0, kind=DEVICE, managed=False):
     start = arr.__array_interface__["data"][0]
     assert lib.fakeAddAllocation(start, arr.nbytes, device, kind, int(managed)) == 0
     return start
+
+
+def mapping(start, size, reservation, device=0):
+    """Registers `size` bytes at `start` as one mapping, through the virtual memory API, in
+    the reservation `(start, size)`."""
+    assert lib.fakeAddMapping(start, size, device, reservation[0], reservation[1]) == 0
 
 
 def stream(handle, device=0, capture=0, capture_id=0, implicit=False):

@@ -64,6 +64,11 @@ struct Allocation {
     unsigned kind; /* 1 host (pinned), 2 device */
     int managed;
     int owned; /* made by cuMemAlloc_v2 */
+    /* The virtual range the pointer attributes report (0: the allocation itself): for memory
+     * mapped through the virtual memory API, the reservation the mapping lies in, while
+     * cuMemGetAddressRange reports the mapping alone. */
+    CUdeviceptr range_start;
+    size_t range_size;
 };
 
 struct FakeStream {
@@ -449,8 +454,10 @@ CUresult cuPointerGetAttributes(unsigned int count, int *attributes, void **data
         case ATTR_MEMORY_TYPE: *(unsigned *)data[i] = a ? found.kind : 0; break;
         case ATTR_IS_MANAGED: *(unsigned *)data[i] = a ? (unsigned)found.managed : 0; break;
         case ATTR_DEVICE_ORDINAL: *(int *)data[i] = a ? found.device : -2; break;
-        case ATTR_RANGE_START_ADDR: *(CUdeviceptr *)data[i] = a ? found.start : 0; break;
-        case ATTR_RANGE_SIZE: *(size_t *)data[i] = a ? found.size : 0; break;
+        case ATTR_RANGE_START_ADDR:
+            *(CUdeviceptr *)data[i] = !a ? 0 : found.range_size ? found.range_start : found.start;
+            break;
+        case ATTR_RANGE_SIZE: *(size_t *)data[i] = !a ? 0 : found.range_size ? found.range_size : found.size; break;
         default: return INVALID_VALUE;
         }
     }
@@ -483,7 +490,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t size) {
         return 2;
     }
     allocations[n_allocations++] =
-        (struct Allocation){(CUdeviceptr)(uintptr_t)p, size, current->device, 2, 0, 1};
+        (struct Allocation){(CUdeviceptr)(uintptr_t)p, size, current->device, 2, 0, 1, 0, 0};
     logf_locked("cuMemAlloc size=%zu %s", size, context_name(current));
     pthread_mutex_unlock(&lock);
     *ptr = (CUdeviceptr)(uintptr_t)p;
@@ -530,7 +537,19 @@ CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
 int fakeAddAllocation(unsigned long long start, size_t size, int device, unsigned kind, int managed) {
     pthread_mutex_lock(&lock);
     int ok = n_allocations < MAX_ALLOCATIONS && device >= 0 && device < DEVICES;
-    if (ok) allocations[n_allocations++] = (struct Allocation){start, size, device, kind, managed, 0};
+    if (ok) allocations[n_allocations++] = (struct Allocation){start, size, device, kind, managed, 0, 0, 0};
+    pthread_mutex_unlock(&lock);
+    return ok ? 0 : -1;
+}
+
+/* Registers `size` bytes at `start` as device memory of `device` mapped through the
+ * virtual memory API into the reservation `range_start`, `range_size`. */
+int fakeAddMapping(unsigned long long start, size_t size, int device, unsigned long long range_start,
+                   size_t range_size) {
+    pthread_mutex_lock(&lock);
+    int ok = n_allocations < MAX_ALLOCATIONS && device >= 0 && device < DEVICES;
+    if (ok)
+        allocations[n_allocations++] = (struct Allocation){start, size, device, 2, 0, 0, range_start, range_size};
     pthread_mutex_unlock(&lock);
     return ok ? 0 : -1;
 }
