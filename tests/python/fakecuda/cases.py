@@ -301,6 +301,28 @@ def test_dlpack_export_orders_the_consumer_stream_after_the_producer_stream():
     assert "stream=0x7" in calls[0] and calls[1].startswith("cuStreamWaitEvent stream=0x9 ")
 
 
+@pytest.mark.parametrize(
+    "kw, waiting",
+    [({}, "0x1"), ({"stream": None}, "0x1"), ({"stream": 1}, "0x1"), ({"stream": 2}, "0x2"), ({"stream": S9}, "0x9"),
+     ({"stream": -1}, None)],
+)
+def test_dlpack_export_streams_follow_the_protocol(kw, waiting):
+    # None is the legacy default stream for CUDA; -1 asks for no synchronization.
+    arr, ptr = fake.array(64)
+    view = cai.as_cuda_array(producer(ptr, stream=S7), stream=S7)
+    fake.clear_log()
+    view.__dlpack__(**kw)
+    waits = [c for c in driver_calls() if c.startswith("cuStreamWaitEvent")]
+    assert waits == ([] if waiting is None else [f"cuStreamWaitEvent stream={waiting} ctx0 event={waits[0].split('event=')[1]}"])
+
+
+def test_dlpack_export_to_a_stream_the_driver_does_not_know_is_a_driver_error():
+    arr, ptr = fake.array(64)
+    view = cai.as_cuda_array(producer(ptr, stream=S7), stream=S7)
+    with pytest.raises(cai.CudaDriverError, match=r"^stream: cannot make stream 85 wait for the producer's stream 7: cuStreamGetCtx failed: CUDA_ERROR_INVALID_HANDLE"):
+        view.__dlpack__(stream=0x55)
+
+
 def test_a_failing_dlpack_copy_is_a_driver_error_and_frees_nothing_it_did_not_allocate():
     arr, ptr = fake.array(64)
     view = cai.as_cuda_array(producer(ptr), stream=S9)

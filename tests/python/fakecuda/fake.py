@@ -66,8 +66,9 @@ def clear_log():
 
 
 def reset():
-    """No registered memory, no injected failure, an empty log."""
+    """No registered memory or stream, no injected failure, an empty log."""
     lib.fakeClearAllocations()
+    lib.fakeClearStreams()
     for name in FAILABLE:
         fail(name, 0)
     clear_log()

@@ -578,6 +578,12 @@ int fakeAddStream(uintptr_t handle, int device, unsigned status, unsigned long l
     return ok ? 0 : -1;
 }
 
+void fakeClearStreams(void) {
+    pthread_mutex_lock(&lock);
+    n_streams = 0;
+    pthread_mutex_unlock(&lock);
+}
+
 /* Makes `name` fail with `code` until set to 0. */
 void fakeFail(const char *name, int code) {
     pthread_mutex_lock(&lock);
