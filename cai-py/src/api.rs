@@ -270,7 +270,7 @@ pub fn validate<'py>(obj: &Bound<'py, PyAny>, interface: Option<&Bound<'py, PyAn
         _ => Err(Problem::type_error(format!(
             "objects of type '{}' export neither __cuda_array_interface__ nor __array_interface__ (DLPack \
              producers are read by cai.from_dlpack)",
-            crate::error::type_name(obj)
+            crate::error::type_name(obj)?
         ))
         .into()),
     }

@@ -706,6 +706,15 @@ impl DLPackTensor {
             Taken::Versioned(_) => "cai.DLPackTensor(versioned)",
         }
     }
+
+    /// A tensor cannot be pickled or copied: it owns a producer's memory in this process.
+    fn __reduce_ex__(&self, _protocol: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(crate::error::not_picklable("cai.DLPackTensor"))
+    }
+
+    fn __reduce__(&self) -> PyResult<()> {
+        Err(crate::error::not_picklable("cai.DLPackTensor"))
+    }
 }
 
 /// A tensor read from a DLPack producer.
@@ -765,11 +774,12 @@ fn import_from(
     // A producer's `__dlpack__` may read another array through cai, itself included: the
     // nesting ends in RecursionError, as the interface reads' does, before the C stack does.
     let _nesting = crate::parse::Nesting::enter("__dlpack__")?;
-    let type_name = crate::error::type_name(obj);
     let Some(dlpack_method) = obj.getattr_opt(intern!(py, "__dlpack__"))? else {
+        let type_name = crate::error::type_name(obj)?;
         return Err(PyTypeError::new_err(format!("__dlpack__: objects of type '{type_name}' do not export it")));
     };
     let Some(device_method) = obj.getattr_opt(intern!(py, "__dlpack_device__"))? else {
+        let type_name = crate::error::type_name(obj)?;
         return Err(PyTypeError::new_err(format!(
             "__dlpack_device__: objects of type '{type_name}' have __dlpack__ but not __dlpack_device__"
         )));
@@ -825,22 +835,23 @@ fn import_from(
 }
 
 /// Whether `obj` is exactly a NumPy array (not a subclass): the type is recognized by name
-/// the first time and by identity after, without importing NumPy.
-pub(crate) fn is_numpy_array(obj: &Bound<'_, PyAny>) -> bool {
+/// the first time and by identity after, without importing NumPy. Reading the name can
+/// only fail with an exception that must propagate (a `KeyboardInterrupt`).
+pub(crate) fn is_numpy_array(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
     static NDARRAY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
     let py = obj.py();
     let ty = obj.get_type();
     if let Some(known) = NDARRAY.get(py) {
-        return ty.is(known.bind(py));
+        return Ok(ty.is(known.bind(py)));
     }
     // NumPy's ndarray is a static type: a Python class that calls itself so is not.
     // SAFETY: reading the flags of a live type object.
     let heap = unsafe { ffi::PyType_GetFlags(ty.as_ptr().cast()) } & ffi::Py_TPFLAGS_HEAPTYPE != 0;
-    let found = !heap && ty.fully_qualified_name().is_ok_and(|n| n.to_str().is_ok_and(|n| n == "numpy.ndarray"));
+    let found = !heap && crate::error::qualified_type_name(obj)? == "numpy.ndarray";
     if found {
         let _ = NDARRAY.set(py, ty.unbind());
     }
-    found
+    Ok(found)
 }
 
 /// Reads a NumPy array through its `__dlpack__` (a versioned capsule, which carries

@@ -13,7 +13,7 @@ use cai_core::ErrorKind;
 use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyType;
+use pyo3::types::{PyString, PyType};
 
 pyo3::create_exception!(
     cai,
@@ -105,17 +105,11 @@ pub fn to_py_err(e: cai_core::Error) -> PyErr {
 pub(crate) fn received(value: &Bound<'_, PyAny>) -> PyResult<String> {
     const LIMIT: usize = 80;
     let py = value.py();
-    let type_name = match value.get_type().name() {
-        Ok(n) => n.to_string(),
-        Err(e) if crate::parse::must_propagate(py, &e) => return Err(e),
-        Err(_) => "?".to_owned(),
-    };
+    let type_name = type_name(value)?;
     let repr = match value.repr() {
         Ok(r) => r.to_string_lossy().into_owned(),
         Err(e) if crate::parse::must_propagate(py, &e) => return Err(e),
-        Err(e) => {
-            format!("<repr() raised {}>", e.get_type(py).name().map_or_else(|_| "?".to_owned(), |n| n.to_string()))
-        }
+        Err(e) => format!("<repr() raised {}>", name_text(py, e.get_type(py).name(), "?")?),
     };
     let repr = repr.split_whitespace().collect::<Vec<_>>().join(" ");
     let repr = if repr.chars().count() > LIMIT {
@@ -127,9 +121,42 @@ pub(crate) fn received(value: &Bound<'_, PyAny>) -> PyResult<String> {
     Ok(format!("{repr} ({type_name})"))
 }
 
+/// The `TypeError` of pickling or copying a view or tensor of class `name`, for every
+/// protocol (protocols 0 and 1 would otherwise write a pickle that cannot be loaded).
+pub(crate) fn not_picklable(name: &str) -> PyErr {
+    PyTypeError::new_err(format!(
+        "cannot pickle '{name}' object: it points at memory of this process; copy the data out first (for example \
+         with numpy.asarray or cupy.asarray)"
+    ))
+}
+
 /// The name of `obj`'s type, or `?` when it cannot be read.
-pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string())
+pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    name_text(obj.py(), obj.get_type().name(), "?")
+}
+
+/// The module-qualified name of `obj`'s type (`numpy.ndarray`; builtins unqualified), with
+/// `?` for a part that cannot be read. Built here, not by pyo3's `fully_qualified_name`,
+/// which formats the module through `str()` (see [`name_text`]).
+pub(crate) fn qualified_type_name(obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    let py = obj.py();
+    let ty = obj.get_type();
+    let module = ty.getattr(pyo3::intern!(py, "__module__")).and_then(|m| Ok(m.cast_into::<PyString>()?));
+    let module = name_text(py, module, "?")?;
+    let qualname = name_text(py, ty.qualname(), "?")?;
+    Ok(if module == "builtins" { qualname } else { format!("{module}.{qualname}") })
+}
+
+/// A name pyo3 read, as text, or `fallback` when it could not be read. The text is copied
+/// out of the str: formatting it through Python (`Display`) runs `str()`, where a signal
+/// handler may raise `KeyboardInterrupt`, which pyo3 would report as unraisable and drop.
+/// Exceptions that [must propagate](crate::parse::must_propagate) are returned.
+pub(crate) fn name_text(py: Python<'_>, name: PyResult<Bound<'_, PyString>>, fallback: &str) -> PyResult<String> {
+    match name {
+        Ok(n) => Ok(n.to_string_lossy().into_owned()),
+        Err(e) if crate::parse::must_propagate(py, &e) => Err(e),
+        Err(_) => Ok(fallback.to_owned()),
+    }
 }
 
 /// Integers as Python prints a tuple of them: `(3,)`, `(2, 3)`, `()`.

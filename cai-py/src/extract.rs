@@ -242,7 +242,7 @@ pub(crate) fn read<T: Element, D: Dimension, A: Access>(
         ),
     };
     // NumPy's arrays are read through DLPack: the same array, a third of the cost.
-    if memory == Memory::Host && crate::dlpack::is_numpy_array(object) {
+    if memory == Memory::Host && crate::dlpack::is_numpy_array(object)? {
         if let Some(imported) = crate::dlpack::import_numpy(object)? {
             return checked_dlpack::<T, D, A>(object, imported, memory, dlpack);
         }

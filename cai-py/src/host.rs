@@ -113,7 +113,7 @@ impl<'py, T: Element, D: Dimension, A: Access> PyHostArray<'py, T, D, A> {
                 d.typestr,
                 py_tuple(self.shape()),
                 py_tuple(self.strides()),
-                type_name(&self.argument.object)
+                crate::error::qualified_type_name(&self.argument.object)?
             ))
             .into());
         }
@@ -149,10 +149,6 @@ impl<T: Element, D: Dimension> PyHostArray<'_, T, D, ReadWrite> {
         // of this call sharing its bytes.
         Ok(unsafe { std::slice::from_raw_parts_mut(data, len) })
     }
-}
-
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type().fully_qualified_name().map_or_else(|_| "?".to_owned(), |n| n.to_string())
 }
 
 /// The byte offsets, within one element of `T`, of the bytes that hold `bool`s (whose

@@ -104,11 +104,28 @@ pub use view::{CudaArray, HostArray};
 
 use pyo3::prelude::*;
 
+/// `ImportError` unless this is the main interpreter. cai-py keeps Python objects (its
+/// classes, interned strings, options) in process-wide statics, which subinterpreters must
+/// not share; a module built on cai-py calls this first in its `#[pymodule]` function,
+/// with its own name.
+pub fn main_interpreter_only(_py: Python<'_>, module: &str) -> PyResult<()> {
+    // SAFETY: with the GIL held (`_py`), the current interpreter is live.
+    let id = unsafe { pyo3::ffi::PyInterpreterState_GetID(pyo3::ffi::PyInterpreterState_Get()) };
+    match id {
+        0 => Ok(()),
+        _ => Err(pyo3::exceptions::PyImportError::new_err(format!(
+            "{module} does not support subinterpreters: it can be imported in the main interpreter only (this is \
+             interpreter {id})"
+        ))),
+    }
+}
+
 /// Adds the classes, functions and exception of the Python package `cai` to `module`, and
 /// publishes its process-wide options for other modules built on cai-py. Only the
 /// package's own `cai._cai` module should call it.
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = module.py();
+    main_interpreter_only(py, "cai")?;
     view::mark_package();
     module.add_class::<CudaArray>()?;
     module.add_class::<HostArray>()?;

@@ -169,7 +169,10 @@ impl Drop for Nesting {
 
 /// The `TypeError` for an object without the interface attribute.
 pub(crate) fn no_interface(obj: &Bound<'_, PyAny>, iface: Interface) -> PyErr {
-    let type_name = crate::error::type_name(obj);
+    let type_name = match crate::error::type_name(obj) {
+        Ok(name) => name,
+        Err(e) => return e,
+    };
     Problem::type_error(format!("{}: objects of type '{type_name}' do not export it", iface.attribute())).into()
 }
 
@@ -418,7 +421,7 @@ pub(crate) fn exception_text(py: Python<'_>, e: PyErr) -> PyResult<String> {
     if must_propagate(py, &e) {
         return Err(e);
     }
-    let name = e.get_type(py).name().map_or_else(|_| "an exception".to_owned(), |n| n.to_string());
+    let name = crate::error::name_text(py, e.get_type(py).name(), "an exception")?;
     match e.value(py).str() {
         Ok(text) => Ok(format!("{name}: {}", text.to_string_lossy())),
         Err(inner) if must_propagate(py, &inner) => Err(inner),

@@ -488,6 +488,16 @@ macro_rules! view_class {
                 self.core.repr($name)
             }
 
+            /// Views cannot be pickled or copied, whatever the protocol: the memory they
+            /// point at belongs to this process and to their owner.
+            fn __reduce_ex__(&self, _protocol: &Bound<'_, PyAny>) -> PyResult<()> {
+                Err(crate::error::not_picklable(concat!("cai.", $name)))
+            }
+
+            fn __reduce__(&self) -> PyResult<()> {
+                Err(crate::error::not_picklable(concat!("cai.", $name)))
+            }
+
             fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
                 visit.call(&self.core.owner)?;
                 if let Some(m) = &self.core.mask {

@@ -529,3 +529,89 @@ def test_an_interrupt_in_a_stream_object_or_an_option_propagates_unchanged():
     )
     expected = {k: ("SystemExit" if k.endswith("exit") else "KeyboardInterrupt") for k in out}
     assert out == expected
+
+
+def test_a_keyboard_interrupt_from_a_signal_handler_is_never_dropped():
+    # A timer's handler raises KeyboardInterrupt wherever the interpreter checks for
+    # signals, cai's calls included (formatting a type name through str() did, and pyo3
+    # reported the interrupt as unraisable and dropped it). Every interrupt must reach the
+    # loop; none may end as an unraisable one.
+    out = results(
+        """
+        import signal, time
+        import numpy as np
+        lost, caught, armed = [], [0], [False]
+        sys.unraisablehook = lambda u: lost.append(type(u.exc_value).__name__)
+        def interrupt(sig, frame):
+            if armed[0]:
+                armed[0] = False
+                raise KeyboardInterrupt
+        signal.signal(signal.SIGALRM, interrupt)
+        x = np.arange(4.0)
+        view = cai.as_array(x)
+        calls = [lambda: cai.from_dlpack(x), lambda: cai.from_dlpack(view), lambda: fx.host_shape_f32(x.astype(np.float32)),
+                 lambda: cai.as_array(x), lambda: cai.validate(x)]
+        signal.setitimer(signal.ITIMER_REAL, 1e-5, 1e-5)
+        end = time.time() + 1.5
+        while time.time() < end:
+            for call in calls:
+                try:
+                    armed[0] = True
+                    call()
+                    armed[0] = False
+                except KeyboardInterrupt:
+                    caught[0] += 1
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        print({"lost": len(lost), "caught some": caught[0] > 10})
+        """
+    )
+    assert out == {"lost": 0, "caught some": True}
+
+
+def test_importing_cai_in_a_subinterpreter_is_an_import_error():
+    # cai keeps Python objects in process-wide statics, which interpreters must not share.
+    out = results(
+        """
+        try:
+            import _interpreters as sub
+        except ImportError:
+            import _xxsubinterpreters as sub
+        import numpy
+        out = {}
+        for name in ("cai", "cai_fixtures"):
+            interp = sub.create()
+            try:
+                sub.run_string(interp, f"import {name}")
+                out[name] = "imported"
+            except Exception as e:
+                out[name] = "ImportError" if "ImportError" in str(e) and "does not support subinterpreters" in str(e) else repr(e)
+            sub.destroy(interp)
+        out["main"] = repr(cai.as_array(numpy.zeros(2)))[:13]
+        print(out)
+        """
+    )
+    assert out == {"cai": "ImportError", "cai_fixtures": "ImportError", "main": "cai.HostArray"}
+
+
+def test_views_and_tensors_refuse_every_pickle_protocol_and_copy():
+    out = results(
+        """
+        import copy, pickle
+        import numpy as np
+        view = cai.as_array(np.arange(3.0))
+        tensor = view.owner if type(view.owner).__name__ == "DLPackTensor" else cai.from_dlpack(np.arange(3.0)).owner
+        out = {}
+        for label, obj in [("view", view), ("tensor", tensor)]:
+            for how in [*(f"protocol {p}" for p in range(pickle.HIGHEST_PROTOCOL + 1)), "copy", "deepcopy"]:
+                try:
+                    if how.startswith("protocol"):
+                        pickle.dumps(obj, int(how.split()[1]))
+                    else:
+                        getattr(copy, how)(obj)
+                    out[label, how] = "done"
+                except TypeError as e:
+                    out[label, how] = str(e).split(":")[0]
+        print(sorted(set(out.values())))
+        """
+    )
+    assert out == ["cannot pickle 'cai.DLPackTensor' object", "cannot pickle 'cai.HostArray' object"]

@@ -142,6 +142,7 @@ fn total(x: PyHostArrayRo<'_, f32>) -> PyResult<f64> {
 
 #[pymodule]
 fn pycontainer(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    cai_py::main_interpreter_only(m.py(), "pycontainer")?;
     m.add_class::<Image>()?;
     m.add_class::<DeviceImage>()?;
     m.add_function(wrap_pyfunction!(describe, m)?)?;

@@ -762,6 +762,7 @@ fn host_nd_number(mut x: PyHostArrayRw<'_, i64>) -> PyResult<()> {
 
 #[pymodule]
 fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    cai_py::main_interpreter_only(m.py(), "cai_fixtures")?;
     m.add_class::<HostMatrix>()?;
     m.add_class::<FrozenVector>()?;
     m.add_class::<AlignedVector>()?;
