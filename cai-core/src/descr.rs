@@ -253,7 +253,7 @@ impl Descr {
     }
 
     fn invalid(&self, reason: &str) -> Error {
-        Error::Descr { value: self.to_string(), reason: reason.to_owned() }
+        Error::Descr { value: crate::error::shortened(self.to_string()), reason: reason.to_owned() }
     }
 }
 

@@ -337,6 +337,7 @@ impl Descriptor {
     /// | rule | versions |
     /// |---|---|
     /// | `version` is 0, 1, 2 or 3 | all |
+    /// | at most [`MAX_DIMS`](crate::MAX_DIMS) (64) dimensions and strides | all |
     /// | `strides` has one entry per dimension | all |
     /// | `descr` agrees with `typestr` (same item size; records use `\|V{n}`) | all |
     /// | the element count and byte extent fit the machine's integers | all |
@@ -353,6 +354,12 @@ impl Descriptor {
     pub fn validate(&self) -> Result<Extent> {
         if self.version > CURRENT_VERSION {
             return Err(Error::Version { value: u64::from(self.version) });
+        }
+        // First, so that no later message prints a tuple of a million entries.
+        for (key, len) in [("shape", self.shape.len()), ("strides", self.strides.as_ref().map_or(0, |s| s.len()))] {
+            if len > crate::MAX_DIMS {
+                return Err(Error::TooManyDims { key, received: len });
+            }
         }
         self.check_strides_length()?;
         if let Some(descr) = &self.descr {

@@ -10,6 +10,10 @@ use std::ops::{Deref, DerefMut};
 /// the fixed-dimension extractors name (`Ix6`), and more than common arrays have.
 pub const INLINE_DIMS: usize = 6;
 
+/// The most dimensions a descriptor may have: 64, NumPy's limit (`NPY_MAXDIMS` from NumPy
+/// 2.0), which DLPack consumers share. A view with more could be handed to no consumer.
+pub const MAX_DIMS: usize = 64;
+
 /// One value per dimension: a shape (`DimVec<usize>`) or strides (`DimVec<isize>`).
 ///
 /// It reads as a slice (`Deref<Target = [T]>`); up to [`INLINE_DIMS`] values are stored in

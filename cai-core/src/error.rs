@@ -89,6 +89,15 @@ pub enum Error {
         value: u64,
     },
 
+    /// A `shape` or `strides` with more than [`MAX_DIMS`](crate::MAX_DIMS) entries.
+    #[error("{key}: {received} entries; at most {max} dimensions are read (NumPy's and DLPack's limit)", max = crate::MAX_DIMS)]
+    TooManyDims {
+        /// `"shape"` or `"strides"`.
+        key: &'static str,
+        /// The number of entries.
+        received: usize,
+    },
+
     /// `strides` with a number of entries other than the number of dimensions.
     #[error("strides: {strides} has {received} entries, but shape {shape} has {expected} dimensions")]
     StridesLength {
@@ -205,7 +214,10 @@ impl Error {
     /// The interface key the error concerns (`"typestr"`, `"strides"`, ...).
     pub fn key(&self) -> &'static str {
         match self {
-            Error::MissingKey { key } | Error::WrongType { key, .. } | Error::Overflow { key, .. } => key,
+            Error::MissingKey { key }
+            | Error::WrongType { key, .. }
+            | Error::Overflow { key, .. }
+            | Error::TooManyDims { key, .. } => key,
             Error::Typestr { .. } => "typestr",
             Error::Descr { .. } => "descr",
             Error::Version { .. } => "version",
@@ -225,6 +237,17 @@ impl Error {
             Error::Driver(_) => ErrorKind::Driver,
             _ => ErrorKind::Value,
         }
+    }
+}
+
+/// A value as a message quotes it: whole up to 80 characters, else its first 80 and its
+/// length, so that a 10 MB typestr makes a short message.
+#[doc(hidden)]
+pub fn shortened(text: String) -> String {
+    const LIMIT: usize = 80;
+    match text.char_indices().nth(LIMIT) {
+        None => text,
+        Some((cut, _)) => format!("{}... ({} characters)", &text[..cut], text.chars().count()),
     }
 }
 
@@ -267,6 +290,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn long_values_are_quoted_shortened_with_their_length() {
+        assert_eq!(shortened("<f4".into()), "<f4");
+        let long = "é".repeat(100);
+        assert_eq!(shortened(long), format!("{}... (100 characters)", "é".repeat(80)));
+    }
+
+    #[test]
     fn tuples_print_as_python_does() {
         assert_eq!(tuple::<usize>(&[]), "()");
         assert_eq!(tuple(&[3usize]), "(3,)");
@@ -281,6 +311,7 @@ mod tests {
             Error::Typestr { value: "<f3".into(), reason: "r".into() },
             Error::Descr { value: "[]".into(), reason: "r".into() },
             Error::Version { value: 7 },
+            Error::TooManyDims { key: "strides", received: 65 },
             Error::StridesLength { strides: "(4,)".into(), shape: "(2, 2)".into(), received: 1, expected: 2 },
             Error::NullPointer { shape: "(2,)".into(), typestr: "<f4".into(), nbytes: 8 },
             Error::MaskVersion { version: 0 },

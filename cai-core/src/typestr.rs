@@ -485,7 +485,7 @@ impl FromStr for TypeStr {
 }
 
 fn malformed(value: &str, reason: &str) -> Error {
-    Error::Typestr { value: value.to_owned(), reason: reason.to_owned() }
+    Error::Typestr { value: crate::error::shortened(value.to_owned()), reason: reason.to_owned() }
 }
 
 /// A decimal without sign or leading zeros (`0` itself is fine), checked against overflow.

@@ -968,8 +968,12 @@ fn read_tensor(owner: &Bound<'_, DLPackTensor>, reported: DLDevice, stream: Opti
         )));
     }
     let typestr = dlpack::typestr(tensor.dtype).map_err(|e| buffer_error(format!("dtype: {e}")))?;
-    let ndim = usize::try_from(tensor.ndim).ok().filter(|&n| n <= 64).ok_or_else(|| {
-        PyValueError::new_err(format!("ndim: {} is not a number of dimensions cai reads (0 to 64)", tensor.ndim))
+    let ndim = usize::try_from(tensor.ndim).ok().filter(|&n| n <= cai_core::MAX_DIMS).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "ndim: {} is not a number of dimensions cai reads (0 to {})",
+            tensor.ndim,
+            cai_core::MAX_DIMS
+        ))
     })?;
     let read = |p: *mut i64, what: &str| -> PyResult<DimVec<i64>> {
         if ndim == 0 {

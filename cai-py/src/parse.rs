@@ -531,7 +531,7 @@ fn unknown_keys(dict: &Bound<'_, PyDict>, iface: Interface) -> Result<Vec<String
 /// `repr(value)` for a message, with `placeholder` when it raises an ordinary exception.
 fn repr_or(value: &Bound<'_, PyAny>, placeholder: &str) -> PyResult<String> {
     match value.repr() {
-        Ok(r) => Ok(r.to_string_lossy().into_owned()),
+        Ok(r) => Ok(cai_core::shortened(r.to_string_lossy().into_owned())),
         Err(e) if must_propagate(value.py(), &e) => Err(e),
         Err(_) => Ok(placeholder.to_owned()),
     }

@@ -183,3 +183,31 @@ def test_check_pointers_asked_for_without_a_driver_warns():
         warnings.simplefilter("error")
         cai.as_cuda_array(Producer(cai_dict()))  # the default: silent
         cai.as_cuda_array(Producer(cai_dict()), check_pointers=False)
+
+
+@pytest.mark.parametrize("key, n", [("shape", 65), ("shape", 10**6), ("strides", 65), ("strides", 10**6)])
+def test_more_than_64_dimensions_are_refused_with_a_short_message(key, n):
+    # NumPy and every DLPack consumer stop at 64: a view with more could go nowhere.
+    d = cai_dict(shape=(1,) * (n if key == "shape" else 2), strides=(4,) * n if key == "strides" else None)
+    message = rf"^{key}: {n} entries; at most 64 dimensions are read \(NumPy's and DLPack's limit\)$"
+    with pytest.raises(ValueError, match=message):
+        cai.as_cuda_array(Producer(d))
+    with pytest.raises(ValueError, match=message):
+        cai.as_array(Producer(d, host=True))
+    findings = cai.validate(d)
+    assert [f for f in findings if "64 dimensions" in f] and max(map(len, findings)) < 300
+
+
+def test_64_dimensions_are_read():
+    view = cai.as_cuda_array(Producer(cai_dict(shape=(1,) * 64)))
+    assert view.ndim == 64
+
+
+@pytest.mark.parametrize(
+    "desc", [cai_dict(typestr="<f" + "x" * 10**7), cai_dict(typestr="|V4", descr=[("a", "<f" + "9" * 10**7)])]
+)
+def test_a_ten_megabyte_value_makes_a_short_message(desc):
+    with pytest.raises(ValueError) as info:
+        cai.from_cuda_array_interface(desc)
+    assert len(str(info.value)) < 400 and "characters)" in str(info.value)
+    assert max(map(len, cai.validate(desc))) < 400
