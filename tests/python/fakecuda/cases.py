@@ -127,8 +127,8 @@ def test_the_wait_policy_records_on_the_producer_and_waits_on_the_consumer_reusi
     for _ in range(3):
         view = cai.as_cuda_array(producer(ptr, stream=S7), stream=S9)
         assert view.stream == S7  # the producer's, as documented
-    records = [line for line in fake.log() if line.startswith("cuEventRecord")]
-    waits = [line for line in fake.log() if line.startswith("cuStreamWaitEvent")]
+    records = fake.calls("cuEventRecord")
+    waits = fake.calls("cuStreamWaitEvent")
     assert len(records) == len(waits) == 3
     assert all(" stream=0x7 ctx0" in r for r in records)
     assert all(w.startswith("cuStreamWaitEvent stream=0x9 ctx0 ") for w in waits)
@@ -141,7 +141,7 @@ def test_the_synchronize_policy_makes_the_host_wait_for_the_producer_stream():
     arr, ptr = fake.array(64)
     fake.clear_log()
     cai.as_cuda_array(producer(ptr, stream=S7), stream=S9, policy="synchronize")
-    assert [c for c in driver_calls() if c.startswith(("cuStream", "cuEvent"))] == ["cuStreamSynchronize stream=0x7 ctx0"]
+    assert fake.calls(("cuStream", "cuEvent")) == ["cuStreamSynchronize stream=0x7 ctx0"]
 
 
 @pytest.mark.parametrize("how", [{"sync": False}, {"policy": "ignore"}])
@@ -188,7 +188,7 @@ def test_a_capturing_producer_stream_cannot_be_synchronized_or_waited_on_from_ou
     fake.stream(0x15, 0, capture=1, capture_id=5)
     fake.clear_log()
     cai.as_cuda_array(producer(ptr, stream=0x13), stream=0x15)
-    assert any(c.startswith("cuStreamWaitEvent stream=0x15 ") for c in fake.log())
+    assert fake.calls("cuStreamWaitEvent stream=0x15 ")
 
 
 def test_the_legacy_stream_during_a_global_capture_is_refused_with_the_reason():
@@ -242,7 +242,7 @@ def test_an_extractor_that_reads_without_a_stream_makes_the_host_wait_for_the_pr
     arr, ptr = fake.array(64)
     fake.clear_log()
     assert fx.extract_and_settle(producer(ptr, stream=S7)) == 1
-    calls = [c for c in driver_calls() if c.startswith(("cuEvent", "cuStream"))]
+    calls = fake.calls(("cuEvent", "cuStream"))
     assert [c.split()[0] for c in calls if not c.startswith("cuEventCreate")] == ["cuEventRecord", "cuEventSynchronize"]
     assert "stream=0x7 ctx0" in calls[-2]
 
@@ -285,9 +285,9 @@ def test_a_dlpack_copy_on_the_device_is_a_new_allocation_with_the_same_bytes():
     # The copy's memory is host memory under the stand-in: read it back through NumPy.
     back = np.ctypeslib.as_array((np.ctypeslib.ctypes.c_float * 64).from_address(copy.ptr))
     np.testing.assert_array_equal(back, np.arange(64, dtype=np.float32))
-    freed = len([c for c in fake.log() if c.startswith("cuMemFree")])
+    freed = len(fake.calls("cuMemFree"))
     del copy
-    assert len([c for c in fake.log() if c.startswith("cuMemFree")]) == freed + 1
+    assert len(fake.calls("cuMemFree")) == freed + 1
 
 
 def test_dlpack_export_orders_the_consumer_stream_after_the_producer_stream():
@@ -296,7 +296,7 @@ def test_dlpack_export_orders_the_consumer_stream_after_the_producer_stream():
     fake.clear_log()
     capsule = view.__dlpack__(stream=S9)
     assert type(capsule).__name__ == "PyCapsule"
-    calls = [c for c in driver_calls() if c.startswith(("cuEventRecord", "cuStreamWaitEvent"))]
+    calls = fake.calls(("cuEventRecord", "cuStreamWaitEvent"))
     assert [c.split()[0] for c in calls] == ["cuEventRecord", "cuStreamWaitEvent"]
     assert "stream=0x7" in calls[0] and calls[1].startswith("cuStreamWaitEvent stream=0x9 ")
 
@@ -312,7 +312,7 @@ def test_dlpack_export_streams_follow_the_protocol(kw, waiting):
     view = cai.as_cuda_array(producer(ptr, stream=S7), stream=S7)
     fake.clear_log()
     view.__dlpack__(**kw)
-    waits = [c for c in driver_calls() if c.startswith("cuStreamWaitEvent")]
+    waits = fake.calls("cuStreamWaitEvent")
     assert waits == ([] if waiting is None else [f"cuStreamWaitEvent stream={waiting} ctx0 event={waits[0].split('event=')[1]}"])
 
 
@@ -335,7 +335,7 @@ def test_a_failing_dlpack_copy_is_a_driver_error_and_frees_nothing_it_did_not_al
     with pytest.raises(cai.CudaDriverError, match=r"cuMemcpyDtoD failed"):
         cai.from_dlpack(view, copy=True, stream=S9)
     # The allocation made for the copy was freed.
-    assert [c.split()[0] for c in fake.log() if c.startswith("cuMem")] == ["cuMemAlloc", "cuMemFree"]
+    assert [c.split()[0] for c in fake.calls("cuMem")] == ["cuMemAlloc", "cuMemFree"]
 
 
 def test_imports_from_many_threads_share_the_pool_and_leave_each_thread_clean():

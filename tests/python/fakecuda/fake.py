@@ -56,8 +56,8 @@ def log():
     return buffer.value.decode().splitlines()
 
 
-def calls(prefix=""):
-    """The logged calls that start with `prefix`, without the ones every scope makes."""
+def calls(prefix):
+    """The logged calls that start with `prefix` (a str or a tuple of them)."""
     return [line for line in log() if line.startswith(prefix)]
 
 
@@ -69,8 +69,7 @@ def reset():
     """No registered memory or stream, no injected failure, an empty log."""
     lib.fakeClearAllocations()
     lib.fakeClearStreams()
-    for name in FAILABLE:
-        fail(name, 0)
+    lib.fakeClearFailures()
     clear_log()
 
 
@@ -92,11 +91,3 @@ def array(n=64, dtype=np.float32, device=0, **kw):
     arr = np.arange(n, dtype=dtype)
     return arr, device_memory(arr, device, **kw)
 
-
-FAILABLE = [
-    "cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain", "cuCtxGetCurrent", "cuCtxSetCurrent", "cuCtxGetDevice",
-    "cuStreamGetCtx", "cuStreamGetCaptureInfo_v2", "cuThreadExchangeStreamCaptureMode", "cuEventCreate",
-    "cuEventDestroy_v2", "cuEventRecord", "cuStreamWaitEvent", "cuEventSynchronize", "cuStreamSynchronize",
-    "cuPointerGetAttributes", "cuMemGetAddressRange_v2", "cuMemAlloc_v2", "cuMemFree_v2", "cuMemcpyDtoD_v2",
-    "cuMemcpyDtoH_v2",
-]

@@ -155,6 +155,10 @@ static const char *context_name(const struct Context *c) {
     return c ? names[c->device] : "none";
 }
 
+static int valid_device(int device) {
+    return device >= 0 && device < DEVICES;
+}
+
 static int valid_context(const struct Context *c) {
     return c == &contexts[0] || c == &contexts[1] || c == &contexts[2];
 }
@@ -259,7 +263,7 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal) {
     ENTER("cuDeviceGet");
     LOG("cuDeviceGet ordinal=%d", ordinal);
     if (!device) return INVALID_VALUE;
-    if (ordinal < 0 || ordinal >= DEVICES) return INVALID_DEVICE;
+    if (!valid_device(ordinal)) return INVALID_DEVICE;
     *device = ordinal;
     return SUCCESS;
 }
@@ -267,7 +271,7 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal) {
 CUresult cuDeviceGetAttribute(int *value, int attribute, CUdevice device) {
     ENTER("cuDeviceGetAttribute");
     if (!value) return INVALID_VALUE;
-    if (device < 0 || device >= DEVICES) return INVALID_DEVICE;
+    if (!valid_device(device)) return INVALID_DEVICE;
     *value = attribute == 75 ? 9 : attribute == 76 ? 0 : 1; /* compute capability 9.0 */
     return SUCCESS;
 }
@@ -276,14 +280,14 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *context, CUdevice device) {
     ENTER("cuDevicePrimaryCtxRetain");
     LOG("cuDevicePrimaryCtxRetain device=%d", device);
     if (!context) return INVALID_VALUE;
-    if (device < 0 || device >= DEVICES) return INVALID_DEVICE;
+    if (!valid_device(device)) return INVALID_DEVICE;
     *context = &contexts[device];
     return SUCCESS;
 }
 
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) {
     ENTER("cuDevicePrimaryCtxRelease_v2");
-    return device >= 0 && device < DEVICES ? SUCCESS : INVALID_DEVICE;
+    return valid_device(device) ? SUCCESS : INVALID_DEVICE;
 }
 
 CUresult cuCtxGetCurrent(CUcontext *context) {
@@ -536,7 +540,7 @@ CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
 /* Registers `size` bytes at `start` as memory of `device`: kind 1 pinned host, 2 device. */
 int fakeAddAllocation(unsigned long long start, size_t size, int device, unsigned kind, int managed) {
     pthread_mutex_lock(&lock);
-    int ok = n_allocations < MAX_ALLOCATIONS && device >= 0 && device < DEVICES;
+    int ok = n_allocations < MAX_ALLOCATIONS && valid_device(device);
     if (ok) allocations[n_allocations++] = (struct Allocation){start, size, device, kind, managed, 0, 0, 0};
     pthread_mutex_unlock(&lock);
     return ok ? 0 : -1;
@@ -547,7 +551,7 @@ int fakeAddAllocation(unsigned long long start, size_t size, int device, unsigne
 int fakeAddMapping(unsigned long long start, size_t size, int device, unsigned long long range_start,
                    size_t range_size) {
     pthread_mutex_lock(&lock);
-    int ok = n_allocations < MAX_ALLOCATIONS && device >= 0 && device < DEVICES;
+    int ok = n_allocations < MAX_ALLOCATIONS && valid_device(device);
     if (ok)
         allocations[n_allocations++] = (struct Allocation){start, size, device, 2, 0, 0, range_start, range_size};
     pthread_mutex_unlock(&lock);
@@ -569,7 +573,7 @@ void fakeClearAllocations(void) {
 int fakeAddStream(uintptr_t handle, int device, unsigned status, unsigned long long id, int implicit) {
     pthread_mutex_lock(&lock);
     struct FakeStream *s = find_stream_locked(handle);
-    int ok = device >= 0 && device < DEVICES && (s || n_streams < MAX_STREAMS);
+    int ok = valid_device(device) && (s || n_streams < MAX_STREAMS);
     if (ok) {
         if (!s) s = &streams[n_streams++];
         *s = (struct FakeStream){handle, device, status, id, implicit};
@@ -581,6 +585,12 @@ int fakeAddStream(uintptr_t handle, int device, unsigned status, unsigned long l
 void fakeClearStreams(void) {
     pthread_mutex_lock(&lock);
     n_streams = 0;
+    pthread_mutex_unlock(&lock);
+}
+
+void fakeClearFailures(void) {
+    pthread_mutex_lock(&lock);
+    n_failures = 0;
     pthread_mutex_unlock(&lock);
 }
 
