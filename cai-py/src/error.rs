@@ -98,27 +98,12 @@ pub fn to_py_err(e: cai_core::Error) -> PyErr {
     Problem::from(e).into()
 }
 
-/// How a value prints in a message: its `repr` (shortened) and its type, as in
+/// How a value prints in a message: its `repr` ([bounded](crate::shown::shown)) and its type, as in
 /// `'f4' (str)` or `3.5 (float)`. The `repr` is the producer's code: an ordinary
 /// exception from it gives a placeholder; one that must propagate (`KeyboardInterrupt`,
 /// `MemoryError`, ...) is the error.
 pub(crate) fn received(value: &Bound<'_, PyAny>) -> PyResult<String> {
-    const LIMIT: usize = 80;
-    let py = value.py();
-    let type_name = type_name(value)?;
-    let repr = match value.repr() {
-        Ok(r) => r.to_string_lossy().into_owned(),
-        Err(e) if crate::parse::must_propagate(py, &e) => return Err(e),
-        Err(e) => format!("<repr() raised {}>", name_text(py, e.get_type(py).name(), "?")?),
-    };
-    let repr = repr.split_whitespace().collect::<Vec<_>>().join(" ");
-    let repr = if repr.chars().count() > LIMIT {
-        let cut: String = repr.chars().take(LIMIT).collect();
-        format!("{cut}...")
-    } else {
-        repr
-    };
-    Ok(format!("{repr} ({type_name})"))
+    Ok(format!("{} ({})", crate::shown::shown(value)?, type_name(value)?))
 }
 
 /// The `TypeError` of pickling or copying a view or tensor of class `name`, for every

@@ -73,6 +73,7 @@ mod export;
 mod extract;
 mod host;
 mod parse;
+mod shown;
 mod sync;
 mod view;
 

@@ -424,7 +424,7 @@ pub(crate) fn exception_text(py: Python<'_>, e: PyErr) -> PyResult<String> {
     let name = crate::error::name_text(py, e.get_type(py).name(), "an exception")?;
     match e.value(py).str() {
         Ok(text) => Ok(format!("{name}: {}", text.to_string_lossy())),
-        Err(inner) if must_propagate(py, &inner) => Err(inner),
+        Err(inner) if crate::shown::propagates(py, &inner) => Err(inner),
         Err(_) => Ok(name),
     }
 }
@@ -515,33 +515,56 @@ fn rules_version(declared: u64, iface: Interface) -> u32 {
     }
 }
 
-/// The keys of `dict` (a snapshot) that no version of the interface defines, as they print.
-fn unknown_keys(dict: &Bound<'_, PyDict>, iface: Interface) -> Result<Vec<String>, Failure> {
+/// How many of a dict's unknown keys messages name; the others are counted.
+const UNKNOWN_SHOWN: usize = 16;
+
+/// The keys of a dict that no version of the interface defines: the first
+/// [`UNKNOWN_SHOWN`] as they print, and how many more there are.
+#[derive(Default)]
+struct UnknownKeys {
+    shown: Vec<String>,
+    more: usize,
+}
+
+impl UnknownKeys {
+    fn is_empty(&self) -> bool {
+        self.shown.is_empty()
+    }
+
+    /// `'a', 'b'`, or `'a', 'b' and 3 more`.
+    fn listed(&self) -> String {
+        let names = self.shown.join(", ");
+        if self.more == 0 {
+            names
+        } else {
+            format!("{names} and {} more", self.more)
+        }
+    }
+}
+
+/// The unknown keys of `dict` (a snapshot of its keys).
+fn unknown_keys(dict: &Bound<'_, PyDict>, iface: Interface) -> Result<UnknownKeys, Failure> {
     let known = iface.keys();
-    let mut unknown = Vec::new();
+    let mut unknown = UnknownKeys::default();
     for key in dict.keys() {
         let is_known = key.cast::<PyString>().ok().and_then(|k| k.to_str().ok().map(str::to_owned));
-        if !is_known.is_some_and(|k| known.contains(&k.as_str())) {
-            unknown.push(repr_or(&key, "<a key whose repr() raised>")?);
+        if is_known.is_some_and(|k| known.contains(&k.as_str())) {
+            continue;
+        }
+        if unknown.shown.len() < UNKNOWN_SHOWN {
+            unknown.shown.push(crate::shown::shown(&key)?);
+        } else {
+            unknown.more += 1;
         }
     }
     Ok(unknown)
 }
 
-/// `repr(value)` for a message, with `placeholder` when it raises an ordinary exception.
-fn repr_or(value: &Bound<'_, PyAny>, placeholder: &str) -> PyResult<String> {
-    match value.repr() {
-        Ok(r) => Ok(cai_core::shortened(r.to_string_lossy().into_owned())),
-        Err(e) if must_propagate(value.py(), &e) => Err(e),
-        Err(_) => Ok(placeholder.to_owned()),
-    }
-}
-
-fn newer_version_problem(v: u64, unknown: &[String]) -> Problem {
+fn newer_version_problem(v: u64, unknown: &UnknownKeys) -> Problem {
     Problem::value_error(format!(
         "version: {v} is newer than the versions this reader knows (0 to 3) and the dict carries keys that version \
          3 does not define: {}",
-        unknown.join(", ")
+        unknown.listed()
     ))
 }
 
@@ -659,8 +682,15 @@ fn collect(dict: &Bound<'_, PyDict>, iface: Interface, out: &mut Vec<String>) ->
         }
         _ => {
             // Keys of a later version (a stream in version 2) are judged by their own rules.
-            for key in &unknown {
+            for key in &unknown.shown {
                 out.push(format!("{}: key {key} is not defined by any version of the interface", iface.attribute()));
+            }
+            if unknown.more > 0 {
+                out.push(format!(
+                    "{}: and {} more keys that no version of the interface defines",
+                    iface.attribute(),
+                    unknown.more
+                ));
             }
         }
     }
@@ -886,7 +916,7 @@ fn descr(value: &Bound<'_, PyAny>) -> Result<Descr, Failure> {
     };
     match descr_list(list, 0)? {
         Ok(descr) => Ok(descr),
-        Err(reason) => Err(Error::Descr { value: repr_or(value, "<a value whose repr() raised>")?, reason }.into()),
+        Err(reason) => Err(Error::Descr { value: crate::shown::shown(value)?, reason }.into()),
     }
 }
 

@@ -370,10 +370,117 @@ def test_validate_reports_every_problem_of_an_object_with_an_interface():
     assert out["not a dict"] == ["__cuda_array_interface__: expected a dict, received [1, 2] (list)"]
     assert out["raising mask"] == ["mask: reading __cuda_array_interface__ raised ValueError: mask broke"]
     assert out["key with a raising repr"] == [
-        "__cuda_array_interface__: key <a key whose repr() raised> is not defined by any version of the interface"
+        "__cuda_array_interface__: key <repr() raised ValueError> is not defined by any version of the interface"
     ]
     assert out["raising property"] == ["__cuda_array_interface__: reading the attribute raised ZeroDivisionError: division by zero"]
     assert out["no interface"] == "TypeError"
+
+
+# -- values too deep, too long or too many to print ---------------------------------------------------
+
+
+def test_values_too_deep_to_repr_make_the_key_s_error():
+    # Python's repr of these raises RecursionError; the message shows their start instead.
+    out = results(
+        """
+        deep_list = []
+        for _ in range(100_000):
+            deep_list = [deep_list]
+        deep_dict = {}
+        for _ in range(100_000):
+            deep_dict = {"k": deep_dict}
+        deep_descr = []
+        for _ in range(5_000):
+            deep_descr = [("a", deep_descr)]
+        base = {"version": 3, "shape": (4,), "typestr": "<f4", "data": (PTR, False)}
+        def first(call):
+            try:
+                call()
+            except Exception as e:
+                return f"{type(e).__name__}: {e}"
+        print({
+            "shape": first(lambda: cai.as_cuda_array(P(get=lambda: dict(base, shape=deep_list)))),
+            "strides": first(lambda: cai.from_cuda_array_interface(dict(base, strides=(deep_dict,)))),
+            "descr": first(lambda: cai.as_cuda_array(P(get=lambda: dict(base, typestr="|V4", descr=deep_descr)))),
+            "validate": cai.validate(P(get=lambda: dict(base, shape=deep_list, data=deep_dict))),
+            "extractor": first(lambda: fx.describe_f32(P(get=lambda: dict(base, shape=deep_list)))),
+        })
+        """
+    )
+    assert out["shape"] == "TypeError: shape: expected a tuple of non-negative ints, received " + "[" * 80 + "... (list)"
+    assert out["strides"].startswith("TypeError: strides: ") and "{'k': {'k': " in out["strides"]
+    assert out["descr"].startswith("ValueError: descr: [('a', [('a', ") and "nest deeper than" in out["descr"]
+    assert [f.split(":")[0] for f in out["validate"]] == ["shape", "data"]
+    assert out["extractor"].startswith("TypeError: shape: ")
+
+
+def test_a_container_is_shown_by_its_start_and_survives_its_items_reprs():
+    out = results(
+        """
+        class Shrink:
+            # A repr that empties the container being printed and frees its items.
+            def __repr__(self):
+                victim.clear(); gc.collect()
+                return "<shrink>"
+        class Interrupt:
+            def __repr__(self): raise KeyboardInterrupt
+        class Deep:
+            def __repr__(self): raise RecursionError("too deep")
+        base = {"version": 3, "shape": (4,), "typestr": "<f4", "data": (PTR, False)}
+        def message(**bad):
+            try:
+                cai.from_cuda_array_interface(dict(base, **bad))
+            except Exception as e:
+                return f"{type(e).__name__}: {e}"
+        victim = [Shrink(), object(), object()]
+        as_list = message(shape=victim)
+        victim = {"a": Shrink(), "b": object(), "c": object()}
+        as_dict = message(shape=victim)
+        try:
+            message(shape=[1, Interrupt()])
+            interrupt = "swallowed"
+        except KeyboardInterrupt:
+            interrupt = "KeyboardInterrupt"
+        print({
+            "list": as_list,
+            "dict": as_dict,
+            "million": message(shape=list(range(10**6))),
+            "interrupt": interrupt,
+            "recursion": message(shape=[Deep()]),
+            "big int": message(version=10**5000),
+            "tuple of one": message(shape=[(1,)]),
+            "whitespace": message(shape=["a\\n\\n  b"]),
+        })
+        """
+    )
+    assert out["list"] == "TypeError: shape: expected a tuple of non-negative ints, received [<shrink>] (list)"
+    assert out["dict"] == "TypeError: shape: expected a tuple of non-negative ints, received {'a': <shrink>} (dict)"
+    assert out["million"].endswith(", 19, 20, 21, 2... (list)") and len(out["million"]) < 200
+    assert out["interrupt"] == "KeyboardInterrupt"
+    assert out["recursion"].endswith("received [<repr() raised RecursionError>] (list)")
+    assert out["big int"] == "ValueError: version: <an int of 16610 bits> (int) does not fit in 64 bits"
+    assert out["tuple of one"].endswith("received [(1,)] (list)")
+    assert out["whitespace"].endswith("received ['a\\n\\n b'] (list)")
+
+
+def test_validate_names_sixteen_unknown_keys_and_counts_the_others():
+    out = results(
+        """
+        base = {"version": 3, "shape": (4,), "typestr": "<f4", "data": (PTR, False)}
+        many = dict(base, **{f"k{i}": i for i in range(10**6)})
+        newer = dict(many, version=4)
+        def first(call):
+            try:
+                call()
+            except Exception as e:
+                return f"{type(e).__name__}: {e}"
+        print({"validate": cai.validate(many), "newer": first(lambda: cai.from_cuda_array_interface(newer))})
+        """
+    )
+    assert len(out["validate"]) == 17
+    assert out["validate"][0] == "__cuda_array_interface__: key 'k0' is not defined by any version of the interface"
+    assert out["validate"][-1] == "__cuda_array_interface__: and 999984 more keys that no version of the interface defines"
+    assert out["newer"].startswith("ValueError: version: 4 is newer") and out["newer"].endswith("'k15' and 999984 more")
 
 
 # -- arithmetic ----------------------------------------------------------------------------------------

@@ -1,0 +1,184 @@
+//! How a value received shows in a message: Python's `repr`, cut at [`LIMIT`] characters.
+//!
+//! Lists, tuples and dicts (exact ones) are written here, item by item, and the writing
+//! stops once the limit is reached, so that neither their depth nor their size matters: a
+//! list nested 100,000 deep shows as `[[[[...` where Python's `repr` raises
+//! `RecursionError`, and a list of a million items costs as little as one of three.
+//! Everything else is shown by its own `repr`, which is the producer's code: it may raise
+//! (the value shows as a placeholder naming the exception) and may change the container
+//! being written, whose items are therefore held by strong references and re-read by
+//! index or position after every call.
+
+use pyo3::exceptions::PyRecursionError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+use crate::parse::must_propagate;
+
+/// The most characters of a value a message shows; `...` marks a value cut there.
+pub(crate) const LIMIT: usize = 80;
+
+/// `value` as a message shows it: its `repr`, with runs of whitespace as one space, cut
+/// at [`LIMIT`] characters (marked `...`). A value that is not a container, whose `repr`
+/// is whole, is cut as cai-core cuts a value, with its length (`'<fxxx... (10000004
+/// characters)`). A `repr` that raises an ordinary exception (or `RecursionError`) shows
+/// as `<repr() raised NAME>`; an exception that must propagate (`KeyboardInterrupt`,
+/// `MemoryError`, ...) is the error.
+pub(crate) fn shown(value: &Bound<'_, PyAny>) -> PyResult<String> {
+    if !is_container(value) {
+        let mut w = Writer::unbounded();
+        w.push(&own_repr(value)?);
+        return Ok(cai_core::shortened(w.out.trim_end().to_owned()));
+    }
+    let mut w = Writer { limit: LIMIT, ..Writer::unbounded() };
+    w.value(value)?;
+    let mut out = w.out.trim_end().to_owned();
+    if w.cut {
+        out.push_str("...");
+    }
+    Ok(out)
+}
+
+/// Whether `value` is a list, tuple or dict that [`shown`] writes itself.
+fn is_container(value: &Bound<'_, PyAny>) -> bool {
+    value.is_exact_instance_of::<PyList>()
+        || value.is_exact_instance_of::<PyTuple>()
+        || value.is_exact_instance_of::<PyDict>()
+}
+
+struct Writer {
+    limit: usize,
+    out: String,
+    chars: usize,
+    /// Whether the last character written was a space (or nothing was written yet).
+    space: bool,
+    cut: bool,
+}
+
+impl Writer {
+    fn unbounded() -> Writer {
+        Writer { limit: usize::MAX, out: String::new(), chars: 0, space: true, cut: false }
+    }
+
+    /// Appends `text` with runs of whitespace as one space, up to the limit.
+    fn push(&mut self, text: &str) {
+        for c in text.chars() {
+            if self.cut {
+                return;
+            }
+            let c = if c.is_whitespace() {
+                if self.space {
+                    continue;
+                }
+                ' '
+            } else {
+                c
+            };
+            if self.chars == self.limit {
+                self.cut = true;
+                return;
+            }
+            self.space = c == ' ';
+            self.out.push(c);
+            self.chars += 1;
+        }
+    }
+
+    fn value(&mut self, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        if self.cut {
+            return Ok(());
+        }
+        if let Ok(list) = value.cast_exact::<PyList>() {
+            self.push("[");
+            // The length is read again after every item: an item's repr may shrink the list.
+            let mut i = 0;
+            while !self.cut && i < list.len() {
+                let Ok(item) = list.get_item(i) else { break };
+                if i > 0 {
+                    self.push(", ");
+                }
+                self.value(&item)?;
+                i += 1;
+            }
+            self.push("]");
+        } else if let Ok(tuple) = value.cast_exact::<PyTuple>() {
+            self.push("(");
+            for (i, item) in tuple.iter().enumerate() {
+                if self.cut {
+                    break;
+                }
+                if i > 0 {
+                    self.push(", ");
+                }
+                self.value(&item)?;
+            }
+            self.push(if tuple.len() == 1 { ",)" } else { ")" });
+        } else if let Ok(dict) = value.cast_exact::<PyDict>() {
+            self.push("{");
+            let mut pos: ffi::Py_ssize_t = 0;
+            let mut first = true;
+            while !self.cut {
+                let Some((key, item)) = next_item(dict, &mut pos) else { break };
+                if !first {
+                    self.push(", ");
+                }
+                first = false;
+                self.value(&key)?;
+                self.push(": ");
+                self.value(&item)?;
+            }
+            self.push("}");
+        } else {
+            let text = own_repr(value)?;
+            self.push(&text);
+        }
+        Ok(())
+    }
+}
+
+/// The dict's next item from `pos`, as strong references, or `None` at its end. The dict
+/// may have changed since the last call (a repr ran meanwhile): CPython checks `pos`
+/// against the dict's current table, so the walk stays in bounds and ends.
+fn next_item<'py>(
+    dict: &Bound<'py, PyDict>,
+    pos: &mut ffi::Py_ssize_t,
+) -> Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
+    // SAFETY: `dict` is a live dict; PyDict_Next hands out borrowed references, which
+    // become strong ones before any other call (none of which runs Python code here).
+    unsafe {
+        if ffi::PyDict_Next(dict.as_ptr(), pos, &mut key, &mut value) == 0 {
+            return None;
+        }
+        let py = dict.py();
+        Some((Bound::from_borrowed_ptr(py, key), Bound::from_borrowed_ptr(py, value)))
+    }
+}
+
+/// Whether an exception raised while formatting a message propagates: as
+/// [`must_propagate`], but for `RecursionError`, which only says that the value was too
+/// deep to print (the reading itself goes on, and its own recursion is checked apart).
+pub(crate) fn propagates(py: Python<'_>, e: &PyErr) -> bool {
+    must_propagate(py, e) && !e.is_instance_of::<PyRecursionError>(py)
+}
+
+/// The value's own `repr`, or the placeholder of the exception it raised.
+fn own_repr(value: &Bound<'_, PyAny>) -> PyResult<String> {
+    let py = value.py();
+    let e = match value.repr() {
+        Ok(r) => return Ok(r.to_string_lossy().into_owned()),
+        Err(e) => e,
+    };
+    if propagates(py, &e) {
+        return Err(e);
+    }
+    // An int too long for its decimal form (CPython refuses more than 4,300 digits).
+    if value.is_exact_instance_of::<pyo3::types::PyInt>() {
+        if let Ok(bits) = value.call_method0(pyo3::intern!(py, "bit_length")).and_then(|b| b.extract::<u64>()) {
+            return Ok(format!("<an int of {bits} bits>"));
+        }
+    }
+    let name = crate::error::name_text(py, e.get_type(py).name(), "an exception")?;
+    Ok(format!("<repr() raised {name}>"))
+}
