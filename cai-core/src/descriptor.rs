@@ -162,6 +162,7 @@ impl Descriptor {
     /// As NumPy does, the sizes of the non-empty dimensions times the item size must fit
     /// `isize` even when the array is empty: `(0, 2**62)` of `<f8` is refused in every
     /// order of its dimensions, `(0, 2**40)` accepted.
+    #[inline]
     pub fn size(&self) -> Result<usize> {
         let mut count: usize = 1;
         let mut empty = false;
@@ -208,15 +209,21 @@ impl Descriptor {
     }
 
     /// Whether the strides have one entry per dimension (always true without strides).
+    #[inline]
     fn check_strides_length(&self) -> Result<()> {
         match &self.strides {
-            Some(s) if s.len() != self.ndim() => Err(Error::StridesLength {
-                strides: tuple(s),
-                shape: tuple(&self.shape),
-                received: s.len(),
-                expected: self.ndim(),
-            }),
+            Some(s) if s.len() != self.ndim() => Err(self.strides_length_error(s)),
             _ => Ok(()),
+        }
+    }
+
+    #[cold]
+    fn strides_length_error(&self, strides: &[isize]) -> Error {
+        Error::StridesLength {
+            strides: tuple(strides),
+            shape: tuple(&self.shape),
+            received: strides.len(),
+            expected: self.ndim(),
         }
     }
 
@@ -301,6 +308,7 @@ impl Descriptor {
     }
 
     /// The extent of a C-order array of `count` elements (`None`: the count overflowed).
+    #[inline]
     fn c_order_extent(&self, count: Option<usize>) -> Result<Extent> {
         let end = count
             .and_then(|n| n.checked_mul(self.itemsize()))
@@ -320,12 +328,9 @@ impl Descriptor {
     ///
     /// [`validate`]: Descriptor::validate
     /// [`extent`]: Descriptor::extent
+    #[inline]
     pub fn byte_range_of(&self, extent: Extent) -> Result<Range<usize>> {
-        let overflow = || Error::Overflow {
-            key: "data",
-            value: format!("0x{:x}", self.data),
-            detail: "the array's bytes would lie outside the address space",
-        };
+        let overflow = || self.outside_address_space();
         let start = self.data.checked_add_signed(extent.start).ok_or_else(overflow)?;
         let end = self.data.checked_add_signed(extent.end).ok_or_else(overflow)?;
         Ok(start..end)
@@ -421,6 +426,16 @@ impl Descriptor {
         self.strides.as_deref().map_or_else(|| "None".to_owned(), tuple)
     }
 
+    #[cold]
+    fn outside_address_space(&self) -> Error {
+        Error::Overflow {
+            key: "data",
+            value: format!("0x{:x}", self.data),
+            detail: "the array's bytes would lie outside the address space",
+        }
+    }
+
+    #[cold]
     fn overflow(&self, key: &'static str, detail: &'static str) -> Error {
         let value = match key {
             "shape" => tuple(&self.shape),

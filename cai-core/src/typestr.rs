@@ -355,6 +355,7 @@ impl TypeStr {
     }
 
     /// Parses a type string; see the [module documentation](self) for the grammar.
+    #[inline]
     pub fn parse(s: &str) -> Result<TypeStr> {
         let bytes = s.as_bytes();
         // The common spelling, a byte order, a kind and a one-digit size (`<f4`, `|u1`),
@@ -372,6 +373,7 @@ impl TypeStr {
     }
 
     /// [`TypeStr::parse`] for every spelling, with the error that names what is wrong.
+    #[inline(never)]
     fn parse_general(s: &str) -> Result<TypeStr> {
         let bytes = s.as_bytes();
         let (&order, rest) = bytes.split_first().ok_or_else(|| malformed(s, "it is empty"))?;

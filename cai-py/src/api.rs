@@ -97,7 +97,28 @@ fn warn_unchecked(py: Python<'_>, check_pointers: Option<bool>) -> PyResult<()> 
 }
 
 /// The options of one import, from its arguments and the process-wide settings.
+// Inlined, an import that passes no option (the common call) costs two loads here; the
+// arguments are read out of line.
+#[inline(always)]
 fn import_options(
+    py: Python<'_>,
+    sync: bool,
+    stream: Option<&Bound<'_, PyAny>>,
+    policy: Option<&Bound<'_, PyAny>>,
+    check_pointers: Option<bool>,
+    allow_other_device: bool,
+) -> PyResult<ImportOptions> {
+    if sync && stream.is_none() && policy.is_none() && check_pointers.is_none() && !allow_other_device {
+        let (policy, check_pointers) = config::import_defaults(py)?;
+        let consumer = Some(Stream::LegacyDefault);
+        return Ok(ImportOptions { policy, consumer, check_pointers, allow_other_device, caller: Caller::Function });
+    }
+    given_options(py, sync, stream, policy, check_pointers, allow_other_device)
+}
+
+/// [`import_options`] where some option is given.
+#[inline(never)]
+fn given_options(
     py: Python<'_>,
     sync: bool,
     stream: Option<&Bound<'_, PyAny>>,
@@ -122,6 +143,7 @@ fn import_options(
     })
 }
 
+#[inline(always)]
 fn cuda_view<'py>(
     py: Python<'py>,
     owner: Py<PyAny>,

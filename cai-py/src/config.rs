@@ -138,11 +138,7 @@ fn store(s: &Shared, c: &Config) {
 }
 
 fn load(s: &Shared) -> Config {
-    let import_sync = match s.import_sync.load(Ordering::Acquire) {
-        1 => SyncPolicy::Synchronize,
-        2 => SyncPolicy::Ignore,
-        _ => SyncPolicy::Wait,
-    };
+    let import_sync = policy_of(s.import_sync.load(Ordering::Acquire));
     let stream_none = match s.export_stream.load(Ordering::Acquire) {
         1 => Some(false),
         2 => Some(true),
@@ -241,6 +237,25 @@ fn from_env(overrides: Overrides) -> Result<Config, Problem> {
         None => env("CAI_EXPORT_VERSION")?.map(|v| parse_export_version("CAI_EXPORT_VERSION", &v)).transpose()?,
     };
     Ok(Config { import_sync, check_pointers, export: ExportOptions { stream_none, version } })
+}
+
+/// The two options every import reads when none is given: the sync policy and whether
+/// pointers are checked (the first read of [`get`], as cheap as two loads after it).
+#[inline]
+pub(crate) fn import_defaults(py: Python<'_>) -> Result<(SyncPolicy, bool), Problem> {
+    let s = shared(py);
+    if s.ready.load(Ordering::Acquire) == 0 {
+        store(s, &from_env(Overrides::default())?);
+    }
+    Ok((policy_of(s.import_sync.load(Ordering::Acquire)), s.check_pointers.load(Ordering::Acquire) != 0))
+}
+
+fn policy_of(code: u8) -> SyncPolicy {
+    match code {
+        1 => SyncPolicy::Synchronize,
+        2 => SyncPolicy::Ignore,
+        _ => SyncPolicy::Wait,
+    }
 }
 
 /// The current options (read from the environment the first time).

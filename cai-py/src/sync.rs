@@ -55,6 +55,7 @@ pub(crate) fn sync_failure(py: Python<'_>, stream: Stream, reason: &dyn std::fmt
 /// Checks the imported pointer and, when the consumer's stream is known, orders the
 /// consumer's work after the producer's. Returns the device of the memory when the
 /// pointer was checked.
+#[inline]
 pub(crate) fn consume(py: Python<'_>, parsed: &Parsed, options: &ImportOptions) -> PyResult<Option<i32>> {
     imp::consume(py, parsed, options)
 }
@@ -263,13 +264,27 @@ mod imp {
         }
     }
 
+    // Inlined: an import with nothing to do (no stream to order, and no pointer to check
+    // or no driver to check it with) returns at once.
+    #[inline(always)]
     pub(super) fn consume(py: Python<'_>, parsed: &Parsed, options: &ImportOptions) -> PyResult<Option<i32>> {
-        let d = &parsed.descriptor;
-        let needs_sync = !d.stream.is_none() && options.policy != SyncPolicy::Ignore;
+        let needs_sync = !parsed.descriptor.stream.is_none() && options.policy != SyncPolicy::Ignore;
         let needs_check = options.check_pointers && !parsed.extent.is_empty();
-        if !needs_sync && !needs_check {
+        if !needs_sync && (!needs_check || !cuda::driver_ready()) {
             return Ok(None);
         }
+        consume_with_driver(py, parsed, options, needs_sync, needs_check)
+    }
+
+    #[inline(never)]
+    fn consume_with_driver(
+        py: Python<'_>,
+        parsed: &Parsed,
+        options: &ImportOptions,
+        needs_sync: bool,
+        needs_check: bool,
+    ) -> PyResult<Option<i32>> {
+        let d = &parsed.descriptor;
         if !cuda::driver_ready() {
             // Nothing in this process can touch device memory: no pointer to check.
             return match cuda::driver_status() {
