@@ -178,6 +178,7 @@ pub(crate) fn no_interface(obj: &Bound<'_, PyAny>, iface: Interface) -> PyErr {
 
 /// The interface attribute of `obj`, or `None` when it has none (an `AttributeError`);
 /// any other exception of the attribute propagates.
+#[inline]
 pub(crate) fn attribute<'py>(obj: &Bound<'py, PyAny>, iface: Interface) -> PyResult<Option<Bound<'py, PyAny>>> {
     let _nesting = Nesting::enter(iface.attribute())?;
     obj.getattr_opt(iface.interned(obj.py()))
@@ -185,6 +186,7 @@ pub(crate) fn attribute<'py>(obj: &Bound<'py, PyAny>, iface: Interface) -> PyRes
 
 /// Reads `obj`'s interface attribute and parses it. A missing attribute is a `TypeError`;
 /// an exception raised by the attribute itself propagates.
+#[inline]
 pub(crate) fn read_object(obj: &Bound<'_, PyAny>, iface: Interface) -> PyResult<Parsed> {
     match attribute(obj, iface)? {
         Some(value) => parse(&value, iface),
@@ -290,6 +292,7 @@ pub(crate) fn both_reads(value: &Bound<'_, PyAny>, iface: Interface) -> PyResult
 /// # Safety
 ///
 /// `value` is a live object.
+#[inline]
 pub(crate) unsafe fn quick_int(value: *mut ffi::PyObject) -> Option<i64> {
     // SAFETY: as the caller promises; an exact int runs no code and can only overflow,
     // which sets no exception.
@@ -333,6 +336,7 @@ unsafe fn quick_ints<T: Copy + Default>(
 /// # Safety
 ///
 /// `value` is a live object, and the text is used while it lives.
+#[inline]
 unsafe fn quick_text<'a>(value: *mut ffi::PyObject) -> Option<&'a [u8]> {
     // SAFETY: as the caller promises; a str's UTF-8 form lives as long as the str.
     unsafe {
@@ -356,6 +360,7 @@ unsafe fn quick_text<'a>(value: *mut ffi::PyObject) -> Option<&'a [u8]> {
 /// # Safety
 ///
 /// As for [`quick_text`].
+#[inline]
 unsafe fn quick_typestr<'a>(value: *mut ffi::PyObject) -> Option<(&'a [u8], TypeStr)> {
     // SAFETY: as the caller promises; CPython's UTF-8 form of a str is valid UTF-8.
     let (text, typestr) = unsafe {
@@ -442,10 +447,28 @@ fn as_dict<'py>(value: &Bound<'py, PyAny>, iface: Interface) -> Result<Bound<'py
         return Ok(d.clone());
     }
     let py = value.py();
-    if value.is_instance(mapping_class(py)?)? {
-        return Ok(PyDict::type_object(py).call1((value,))?.cast_into().map_err(PyErr::from)?);
+    // Both steps run the producer's code (`__instancecheck__`, `__class__`, `keys`,
+    // `__getitem__`): an ordinary exception there is a problem with the interface.
+    let copy = || -> PyResult<Option<Bound<'py, PyDict>>> {
+        if !value.is_instance(mapping_class(py)?)? {
+            return Ok(None);
+        }
+        Ok(Some(PyDict::type_object(py).call1((value,))?.cast_into().map_err(PyErr::from)?))
+    };
+    match copy() {
+        Ok(Some(dict)) => Ok(dict),
+        Ok(None) => {
+            Err(Problem::type_error(format!("{}: expected a dict, received {}", iface.attribute(), received(value)?))
+                .into())
+        }
+        Err(e) => Err(Problem::type_error(format!(
+            "{}: reading {} as a mapping raised {}",
+            iface.attribute(),
+            received(value)?,
+            exception_text(py, e)?
+        ))
+        .into()),
     }
-    Err(Problem::type_error(format!("{}: expected a dict, received {}", iface.attribute(), received(value)?)).into())
 }
 
 /// The values of the keys the interface defines, as strong references taken in one pass
@@ -638,8 +661,8 @@ fn strict_mask(mask: &Bound<'_, PyAny>, iface: Interface) -> Result<Parsed, Fail
     let is_type_error = e.is_instance_of::<pyo3::exceptions::PyTypeError>(py);
     let text = match e.value(py).str() {
         Ok(text) => text.to_string_lossy().into_owned(),
-        Err(inner) if must_propagate(py, &inner) => return Err(Failure::raised(inner)),
-        Err(_) => exception_text(py, e)?,
+        Err(inner) if crate::shown::propagates(py, &inner) => return Err(Failure::raised(inner)),
+        Err(_) => crate::error::name_text(py, e.get_type(py).name(), "an exception")?,
     };
     let message = format!("mask: {text}");
     Err(if is_type_error { Problem::type_error(message) } else { Problem::value_error(message) }.into())
@@ -686,8 +709,9 @@ fn collect(dict: &Bound<'_, PyDict>, iface: Interface, out: &mut Vec<String>) ->
                 out.push(format!("{}: key {key} is not defined by any version of the interface", iface.attribute()));
             }
             if unknown.more > 0 {
+                let keys = if unknown.more == 1 { "key" } else { "keys" };
                 out.push(format!(
-                    "{}: and {} more keys that no version of the interface defines",
+                    "{}: and {} more {keys} that no version of the interface defines",
                     iface.attribute(),
                     unknown.more
                 ));

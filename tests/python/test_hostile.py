@@ -357,12 +357,20 @@ def test_validate_reports_every_problem_of_an_object_with_an_interface():
         class BadMask:
             @property
             def __cuda_array_interface__(self): raise ValueError("mask broke")
+        import collections.abc
+        class RaisingMapping(collections.abc.Mapping):
+            def __getitem__(self, k): raise KeyError(k)
+            def __len__(self): return 1
+            def __iter__(self): raise ValueError("no keys")
+            def __repr__(self): return "<raising mapping>"
         base = {"version": 3, "shape": (4,), "typestr": "<f4", "data": (PTR, False)}
         print({
             "not a dict": cai.validate(P(get=lambda: [1, 2])),
             "raising mask": cai.validate(P(get=lambda: dict(base, mask=BadMask()))),
             "key with a raising repr": cai.validate(P(get=lambda: dict(base, **{BadKey("extra"): 1}))),
             "raising property": cai.validate(P(get=lambda: 1 / 0)),
+            "raising mapping": cai.validate(P(get=RaisingMapping)),
+            "raising mapping as_cuda_array": outcome(lambda: cai.as_cuda_array(P(get=RaisingMapping))),
             "no interface": outcome(lambda: cai.validate(object())),
         })
         """
@@ -372,6 +380,10 @@ def test_validate_reports_every_problem_of_an_object_with_an_interface():
     assert out["key with a raising repr"] == [
         "__cuda_array_interface__: key <repr() raised ValueError> is not defined by any version of the interface"
     ]
+    assert out["raising mapping"] == [
+        "__cuda_array_interface__: reading <raising mapping> (RaisingMapping) as a mapping raised ValueError: no keys"
+    ]
+    assert out["raising mapping as_cuda_array"] == "TypeError"
     assert out["raising property"] == ["__cuda_array_interface__: reading the attribute raised ZeroDivisionError: division by zero"]
     assert out["no interface"] == "TypeError"
 
@@ -392,6 +404,14 @@ def test_values_too_deep_to_repr_make_the_key_s_error():
         deep_descr = []
         for _ in range(5_000):
             deep_descr = [("a", deep_descr)]
+        import collections.abc
+        class DeepMapping(collections.abc.Mapping):
+            # A mapping whose reading raises an exception too deep to print.
+            def __getitem__(self, k): raise KeyError(k)
+            def __len__(self): return 1
+            def __iter__(self): raise ValueError(deep_list)
+        class DeepMask:
+            __cuda_array_interface__ = DeepMapping()
         base = {"version": 3, "shape": (4,), "typestr": "<f4", "data": (PTR, False)}
         def first(call):
             try:
@@ -404,6 +424,7 @@ def test_values_too_deep_to_repr_make_the_key_s_error():
             "descr": first(lambda: cai.as_cuda_array(P(get=lambda: dict(base, typestr="|V4", descr=deep_descr)))),
             "validate": cai.validate(P(get=lambda: dict(base, shape=deep_list, data=deep_dict))),
             "extractor": first(lambda: fx.describe_f32(P(get=lambda: dict(base, shape=deep_list)))),
+            "mask raising a deep exception": first(lambda: cai.as_cuda_array(P(get=lambda: dict(base, mask=DeepMask())))),
         })
         """
     )
@@ -412,6 +433,8 @@ def test_values_too_deep_to_repr_make_the_key_s_error():
     assert out["descr"].startswith("ValueError: descr: [('a', [('a', ") and "nest deeper than" in out["descr"]
     assert [f.split(":")[0] for f in out["validate"]] == ["shape", "data"]
     assert out["extractor"].startswith("TypeError: shape: ")
+    assert out["mask raising a deep exception"].startswith("TypeError: mask: __cuda_array_interface__: reading ")
+    assert out["mask raising a deep exception"].endswith(" as a mapping raised ValueError")
 
 
 def test_a_container_is_shown_by_its_start_and_survives_its_items_reprs():
@@ -426,6 +449,13 @@ def test_a_container_is_shown_by_its_start_and_survives_its_items_reprs():
             def __repr__(self): raise KeyboardInterrupt
         class Deep:
             def __repr__(self): raise RecursionError("too deep")
+        class Long:
+            def __repr__(self): return "x" * 10**7
+        class Lines:
+            def __repr__(self): return "a\\n\\n   b"
+        holds_itself = [1]
+        holds_itself.append(holds_itself)
+        holds_itself.append({"me": holds_itself})
         base = {"version": 3, "shape": (4,), "typestr": "<f4", "data": (PTR, False)}
         def message(**bad):
             try:
@@ -450,6 +480,9 @@ def test_a_container_is_shown_by_its_start_and_survives_its_items_reprs():
             "big int": message(version=10**5000),
             "tuple of one": message(shape=[(1,)]),
             "whitespace": message(shape=["a\\n\\n  b"]),
+            "holds itself": message(shape=holds_itself),
+            "long repr": message(shape=Long()),
+            "multi-line repr": message(shape=[Lines()]),
         })
         """
     )
@@ -460,7 +493,10 @@ def test_a_container_is_shown_by_its_start_and_survives_its_items_reprs():
     assert out["recursion"].endswith("received [<repr() raised RecursionError>] (list)")
     assert out["big int"] == "ValueError: version: <an int of 16610 bits> (int) does not fit in 64 bits"
     assert out["tuple of one"].endswith("received [(1,)] (list)")
-    assert out["whitespace"].endswith("received ['a\\n\\n b'] (list)")
+    assert out["whitespace"].endswith("received ['a\\n\\n  b'] (list)")  # a str's repr is kept as it is
+    assert out["holds itself"].endswith("received [1, [...], {'me': [...]}] (list)")
+    assert out["long repr"].endswith("received " + "x" * 80 + "... (10000000 characters) (Long)")
+    assert out["multi-line repr"].endswith("received [a b] (list)")
 
 
 def test_validate_names_sixteen_unknown_keys_and_counts_the_others():
@@ -474,13 +510,18 @@ def test_validate_names_sixteen_unknown_keys_and_counts_the_others():
                 call()
             except Exception as e:
                 return f"{type(e).__name__}: {e}"
-        print({"validate": cai.validate(many), "newer": first(lambda: cai.from_cuda_array_interface(newer))})
+        print({
+            "validate": cai.validate(many),
+            "newer": first(lambda: cai.from_cuda_array_interface(newer)),
+            "one more": cai.validate(dict(base, **{f"k{i}": i for i in range(17)}))[-1],
+        })
         """
     )
     assert len(out["validate"]) == 17
     assert out["validate"][0] == "__cuda_array_interface__: key 'k0' is not defined by any version of the interface"
     assert out["validate"][-1] == "__cuda_array_interface__: and 999984 more keys that no version of the interface defines"
     assert out["newer"].startswith("ValueError: version: 4 is newer") and out["newer"].endswith("'k15' and 999984 more")
+    assert out["one more"] == "__cuda_array_interface__: and 1 more key that no version of the interface defines"
 
 
 # -- arithmetic ----------------------------------------------------------------------------------------
