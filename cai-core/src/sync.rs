@@ -234,7 +234,7 @@ impl<B: Backend> EventPool<B> {
 
 fn implicit_error(stream: Stream) -> DriverError {
     DriverError::Capture(format!(
-        "stream {stream}: the legacy default stream cannot be used while a blocking stream of its context is \
+        "the legacy default stream (stream {stream}) cannot be used while a blocking stream of its context is \
          capturing a CUDA graph (it would join and invalidate the capture); use a non-blocking stream, or \
          import outside the capture"
     ))
@@ -258,8 +258,8 @@ pub fn order<B: Backend>(
         (Capture::Active(a), Capture::Active(b)) if a == b => false,
         (Capture::Active(a), _) => {
             return Err(DriverError::Capture(format!(
-                "stream {}: the producer's stream is capturing a CUDA graph (capture {a}), so its work runs only \
-                 when the graph is launched and stream {} cannot be ordered after it; consume the array on the \
+                "the producer's stream {} is capturing a CUDA graph (capture {a}), so its work runs only when the \
+                 graph is launched and stream {} cannot be ordered after it; consume the array on the \
                  capturing stream (or another stream of the same capture), or after launching the graph",
                 from.stream, to.stream
             )))
@@ -288,8 +288,8 @@ pub fn settle<B: Backend>(backend: &B, pool: &EventPool<B>, from: Located<B::Con
         Capture::Implicit => return Err(implicit_error(from.stream)),
         Capture::Active(a) => {
             return Err(DriverError::Capture(format!(
-                "stream {}: the producer's stream is capturing a CUDA graph (capture {a}), so its work runs only when \
-                 the graph is launched and the host cannot wait for it; order the capturing stream instead",
+                "the producer's stream {} is capturing a CUDA graph (capture {a}), so its work runs only when the \
+                 graph is launched and the host cannot wait for it; order the capturing stream instead",
                 from.stream
             )))
         }
@@ -320,7 +320,7 @@ pub fn import<B: Backend>(
                 Capture::Idle => backend.synchronize(from).map(|()| Action::Synchronized),
                 Capture::Implicit => Err(implicit_error(producer)),
                 Capture::Active(a) => Err(DriverError::Capture(format!(
-                    "stream {producer}: the producer's stream is capturing a CUDA graph (capture {a}) and cannot be \
+                    "the producer's stream {producer} is capturing a CUDA graph (capture {a}) and cannot be \
                      synchronized; use the wait policy with the capturing stream as the consumer's"
                 ))),
             }
@@ -853,10 +853,7 @@ mod tests {
         for consumer in [s(11), s(13), Stream::LegacyDefault] {
             let e = import(&r, &pool, s(7), consumer, SyncPolicy::Wait).unwrap_err();
             assert!(matches!(e, DriverError::Capture(_)), "{e}");
-            assert!(
-                e.to_string().starts_with("stream 7: the producer's stream is capturing a CUDA graph (capture 4)"),
-                "{e}"
-            );
+            assert!(e.to_string().starts_with("the producer's stream 7 is capturing a CUDA graph (capture 4)"), "{e}");
         }
         let e = import(&r, &pool, s(7), s(9), SyncPolicy::Synchronize).unwrap_err();
         assert!(e.to_string().contains("cannot be synchronized"), "{e}");
@@ -870,7 +867,10 @@ mod tests {
         r.set_capture(Stream::LegacyDefault, 0, Capture::Implicit);
         for (producer, consumer) in [(s(7), Stream::LegacyDefault), (Stream::LegacyDefault, s(7))] {
             let e = import(&r, &pool, producer, consumer, SyncPolicy::Wait).unwrap_err();
-            assert!(e.to_string().contains("the legacy default stream cannot be used while a blocking stream"), "{e}");
+            assert!(
+                e.to_string().contains("the legacy default stream (stream 1) cannot be used while a blocking stream"),
+                "{e}"
+            );
         }
         assert!(import(&r, &pool, Stream::LegacyDefault, s(7), SyncPolicy::Synchronize).is_err());
         let work = PendingWork::new(&r);

@@ -180,7 +180,7 @@ def test_a_stream_the_driver_does_not_know_is_a_driver_error_naming_it():
 def test_a_capturing_producer_stream_cannot_be_synchronized_or_waited_on_from_outside():
     arr, ptr = fake.array(64)
     fake.stream(0x13, 0, capture=1, capture_id=5)
-    with pytest.raises(cai.CudaDriverError, match=r"capturing a CUDA graph \(capture 5\) and cannot be synchronized"):
+    with pytest.raises(cai.CudaDriverError, match=r"^stream: cannot synchronize on stream 19: the producer.s stream 19 is capturing a CUDA graph \(capture 5\) and cannot be synchronized"):
         cai.as_cuda_array(producer(ptr, stream=0x13), stream=S9, policy="synchronize")
     with pytest.raises(cai.CudaDriverError, match=r"capturing a CUDA graph \(capture 5\), so its work runs only when the graph is launched and stream 9 cannot be ordered"):
         cai.as_cuda_array(producer(ptr, stream=0x13), stream=S9)
@@ -194,7 +194,7 @@ def test_a_capturing_producer_stream_cannot_be_synchronized_or_waited_on_from_ou
 def test_the_legacy_stream_during_a_global_capture_is_refused_with_the_reason():
     arr, ptr = fake.array(64)
     fake.stream(0x13, 0, capture=1, capture_id=5, implicit=True)
-    with pytest.raises(cai.CudaDriverError, match=r"the legacy default stream cannot be used while a blocking stream of its context is capturing"):
+    with pytest.raises(cai.CudaDriverError, match=r"^stream: cannot synchronize on stream 7: the legacy default stream \(stream 1\) cannot be used while a blocking stream of its context is capturing"):
         cai.as_cuda_array(producer(ptr, stream=S7), stream=1)
 
 
