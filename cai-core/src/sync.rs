@@ -133,8 +133,8 @@ impl SyncPolicy {
             "synchronize" | "sync" => Ok(SyncPolicy::Synchronize),
             "ignore" | "0" => Ok(SyncPolicy::Ignore),
             _ => Err(format!(
-                "'{}' is not a sync policy (expected 'wait', 'synchronize' or 'ignore', or 1 / 0)",
-                value.escape_debug()
+                "{} is not a sync policy (expected 'wait', 'synchronize' or 'ignore', or '1' / '0')",
+                crate::error::shortened(format!("'{}'", value.escape_debug()))
             )),
         }
     }

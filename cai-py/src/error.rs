@@ -117,7 +117,8 @@ pub(crate) fn not_picklable(name: &str) -> PyErr {
 
 /// The name of `obj`'s type, or `?` when it cannot be read.
 pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> PyResult<String> {
-    name_text(obj.py(), obj.get_type().name(), "?")
+    // A class may name itself with a million characters: quoted by its start, as values are.
+    Ok(cai_core::shortened(name_text(obj.py(), obj.get_type().name(), "?")?))
 }
 
 /// The module-qualified name of `obj`'s type (`numpy.ndarray`; builtins unqualified), with

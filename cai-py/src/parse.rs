@@ -426,9 +426,10 @@ pub(crate) fn exception_text(py: Python<'_>, e: PyErr) -> PyResult<String> {
     if must_propagate(py, &e) {
         return Err(e);
     }
-    let name = crate::error::name_text(py, e.get_type(py).name(), "an exception")?;
+    // The producer's exception, quoted by its start as values are (its text may be 10 MB).
+    let name = cai_core::shortened(crate::error::name_text(py, e.get_type(py).name(), "an exception")?);
     match e.value(py).str() {
-        Ok(text) => Ok(format!("{name}: {}", text.to_string_lossy())),
+        Ok(text) => Ok(format!("{name}: {}", cai_core::shortened(text.to_string_lossy().into_owned()))),
         Err(inner) if crate::shown::propagates(py, &inner) => Err(inner),
         Err(_) => Ok(name),
     }

@@ -524,6 +524,39 @@ def test_validate_names_sixteen_unknown_keys_and_counts_the_others():
     assert out["one more"] == "__cuda_array_interface__: and 1 more key that no version of the interface defines"
 
 
+def test_long_names_and_exception_texts_are_quoted_by_their_start():
+    out = results(
+        """
+        import collections.abc
+        class N:
+            def __repr__(self): return "N"
+        N.__name__ = "x" * 10**6
+        class E(Exception):
+            def __str__(self): return "e" * 10**7
+        class M(collections.abc.Mapping):
+            def __getitem__(self, k): raise E()
+            def __len__(self): return 1
+            def __iter__(self): return iter(["shape"])
+        base = {"version": 3, "shape": (4,), "typestr": "<f4", "data": (PTR, False)}
+        def first(call):
+            try:
+                call()
+            except Exception as e:
+                return f"{type(e).__name__}: {e}"
+        print({
+            "type name": cai.validate(dict(base, shape=N())),
+            "exception": cai.validate(P(get=M)),
+            "raising": first(lambda: cai.as_cuda_array(P(get=M))),
+            "policy": first(lambda: cai.as_cuda_array(P(get=lambda: base), policy="x" * 10**6)),
+        })
+        """
+    )
+    assert len(out["type name"]) == 1 and len(out["type name"][0]) < 300 and "(1000000 characters)" in out["type name"][0]
+    assert len(out["exception"]) == 1 and len(out["exception"][0]) < 400 and "(10000000 characters)" in out["exception"][0]
+    assert out["raising"].startswith("TypeError: __cuda_array_interface__: ") and len(out["raising"]) < 400
+    assert out["policy"].startswith("ValueError: policy: 'xxx") and len(out["policy"]) < 300
+
+
 # -- arithmetic ----------------------------------------------------------------------------------------
 
 
