@@ -49,6 +49,13 @@ PRELUDE = textwrap.dedent(
         gc.collect()
         return "ok" if not isinstance(r, list) else f"findings:{len(r)}"
 
+    def first(call):
+        '''`Class: message` of the exception the call raises (None if it raises none).'''
+        try:
+            call()
+        except Exception as e:
+            return f"{type(e).__name__}: {e}"
+
     def entries(make):
         '''The outcome of every entry point on a fresh hostile dict from `make()`.'''
         global d
@@ -413,11 +420,6 @@ def test_values_too_deep_to_repr_make_the_key_s_error():
         class DeepMask:
             __cuda_array_interface__ = DeepMapping()
         base = {"version": 3, "shape": (4,), "typestr": "<f4", "data": (PTR, False)}
-        def first(call):
-            try:
-                call()
-            except Exception as e:
-                return f"{type(e).__name__}: {e}"
         print({
             "shape": first(lambda: cai.as_cuda_array(P(get=lambda: dict(base, shape=deep_list)))),
             "strides": first(lambda: cai.from_cuda_array_interface(dict(base, strides=(deep_dict,)))),
@@ -505,11 +507,6 @@ def test_validate_names_sixteen_unknown_keys_and_counts_the_others():
         base = {"version": 3, "shape": (4,), "typestr": "<f4", "data": (PTR, False)}
         many = dict(base, **{f"k{i}": i for i in range(10**6)})
         newer = dict(many, version=4)
-        def first(call):
-            try:
-                call()
-            except Exception as e:
-                return f"{type(e).__name__}: {e}"
         print({
             "validate": cai.validate(many),
             "newer": first(lambda: cai.from_cuda_array_interface(newer)),
@@ -538,11 +535,6 @@ def test_long_names_and_exception_texts_are_quoted_by_their_start():
             def __len__(self): return 1
             def __iter__(self): return iter(["shape"])
         base = {"version": 3, "shape": (4,), "typestr": "<f4", "data": (PTR, False)}
-        def first(call):
-            try:
-                call()
-            except Exception as e:
-                return f"{type(e).__name__}: {e}"
         print({
             "type name": cai.validate(dict(base, shape=N())),
             "exception": cai.validate(P(get=M)),
