@@ -243,10 +243,7 @@ fn from_env(overrides: Overrides) -> Result<Config, Problem> {
 /// pointers are checked (the first read of [`get`], as cheap as two loads after it).
 #[inline]
 pub(crate) fn import_defaults(py: Python<'_>) -> Result<(SyncPolicy, bool), Problem> {
-    let s = shared(py);
-    if s.ready.load(Ordering::Acquire) == 0 {
-        store(s, &from_env(Overrides::default())?);
-    }
+    let s = loaded(py)?;
     Ok((policy_of(s.import_sync.load(Ordering::Acquire)), s.check_pointers.load(Ordering::Acquire) != 0))
 }
 
@@ -260,11 +257,17 @@ fn policy_of(code: u8) -> SyncPolicy {
 
 /// The current options (read from the environment the first time).
 pub(crate) fn get(py: Python<'_>) -> Result<Config, Problem> {
+    Ok(load(loaded(py)?))
+}
+
+/// The shared options, read from the environment first if nothing has set them yet.
+#[inline]
+fn loaded(py: Python<'_>) -> Result<&'static Shared, Problem> {
     let s = shared(py);
     if s.ready.load(Ordering::Acquire) == 0 {
         store(s, &from_env(Overrides::default())?);
     }
-    Ok(load(s))
+    Ok(s)
 }
 
 /// Changes the options `overrides` sets and returns them all. Before the first read, the

@@ -86,14 +86,12 @@ pub(crate) fn mark_package() {
     PACKAGE.store(true, Ordering::Relaxed);
 }
 
-/// The `cai` package's view factory (`cai._cai._make_view_v1`), when this module is not
-/// the package and the package can be imported; `None` otherwise (this module's own
-/// classes are used). Looked up once; an exception that must propagate does, uncached.
+/// The `cai` package's view factory (`cai._cai._make_view_v1`), for a module that is not
+/// the package (see [`Core::into_view`]): `None` when the package cannot be imported (this
+/// module's own classes are used). Looked up once; an exception that must propagate
+/// does, uncached.
 fn factory(py: Python<'_>) -> PyResult<Option<Bound<'_, PyAny>>> {
     static FACTORY: PyOnceLock<Option<Py<PyAny>>> = PyOnceLock::new();
-    if PACKAGE.load(Ordering::Relaxed) {
-        return Ok(None);
-    }
     if FACTORY.get(py).is_none() {
         // Importing runs Python code, which may make views itself: the lock is not held
         // meanwhile, and the first value stored wins.
