@@ -100,32 +100,49 @@ fn warn_unchecked(py: Python<'_>, check_pointers: Option<bool>) -> PyResult<()> 
 // Inlined, an import that passes no option (the common call) costs two loads here; the
 // arguments are read out of line.
 #[inline(always)]
-fn import_options(
-    py: Python<'_>,
-    sync: bool,
-    stream: Option<&Bound<'_, PyAny>>,
-    policy: Option<&Bound<'_, PyAny>>,
-    check_pointers: Option<bool>,
-    allow_other_device: bool,
-) -> PyResult<ImportOptions> {
-    if sync && stream.is_none() && policy.is_none() && check_pointers.is_none() && !allow_other_device {
+fn import_options(py: Python<'_>, given: Options<'_, '_>) -> PyResult<ImportOptions> {
+    if given.is_empty() {
         let (policy, check_pointers) = config::import_defaults(py)?;
         let consumer = Some(Stream::LegacyDefault);
-        return Ok(ImportOptions { policy, consumer, check_pointers, allow_other_device, caller: Caller::Function });
+        return Ok(ImportOptions {
+            policy,
+            consumer,
+            check_pointers,
+            allow_other_device: false,
+            caller: Caller::Function,
+        });
     }
-    given_options(py, sync, stream, policy, check_pointers, allow_other_device)
+    given_options(py, given)
+}
+
+/// The keyword options of an import, as received (None, or absent, is the default).
+#[derive(Clone, Copy)]
+struct Options<'a, 'py> {
+    sync: Option<&'a Bound<'py, PyAny>>,
+    stream: Option<&'a Bound<'py, PyAny>>,
+    policy: Option<&'a Bound<'py, PyAny>>,
+    check_pointers: Option<&'a Bound<'py, PyAny>>,
+    allow_other_device: Option<&'a Bound<'py, PyAny>>,
+}
+
+impl Options<'_, '_> {
+    #[inline(always)]
+    fn is_empty(&self) -> bool {
+        self.sync.is_none()
+            && self.stream.is_none()
+            && self.policy.is_none()
+            && self.check_pointers.is_none()
+            && self.allow_other_device.is_none()
+    }
 }
 
 /// [`import_options`] where some option is given.
 #[inline(never)]
-fn given_options(
-    py: Python<'_>,
-    sync: bool,
-    stream: Option<&Bound<'_, PyAny>>,
-    policy: Option<&Bound<'_, PyAny>>,
-    check_pointers: Option<bool>,
-    allow_other_device: bool,
-) -> PyResult<ImportOptions> {
+fn given_options(py: Python<'_>, given: Options<'_, '_>) -> PyResult<ImportOptions> {
+    let Options { sync, stream, policy, check_pointers, allow_other_device } = given;
+    let sync = bool_argument("sync", sync)?.unwrap_or(true);
+    let check_pointers = bool_argument("check_pointers", check_pointers)?;
+    let allow_other_device = bool_argument("allow_other_device", allow_other_device)?.unwrap_or(false);
     warn_unchecked(py, check_pointers)?;
     let config = config::get(py)?;
     // A policy given is checked even where `sync=False` overrides it.
@@ -167,35 +184,42 @@ fn cuda_view<'py>(
 ///   allocation, and (unless `allow_other_device`) memory of another device than the
 ///   stream's; default from `CAI_CHECK_POINTERS`, else on. Skipped without a driver.
 #[pyfunction]
-#[pyo3(signature = (obj, *, sync = true, stream = None, policy = None, check_pointers = None, allow_other_device = false))]
+#[pyo3(
+    signature = (obj, *, sync = None, stream = None, policy = None, check_pointers = None, allow_other_device = None),
+    text_signature = "(obj, *, sync=True, stream=None, policy=None, check_pointers=None, allow_other_device=False)"
+)]
 pub fn as_cuda_array<'py>(
     obj: &Bound<'py, PyAny>,
-    sync: bool,
+    sync: Option<&Bound<'py, PyAny>>,
     stream: Option<&Bound<'py, PyAny>>,
     policy: Option<&Bound<'py, PyAny>>,
-    check_pointers: Option<bool>,
-    allow_other_device: bool,
+    check_pointers: Option<&Bound<'py, PyAny>>,
+    allow_other_device: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let options = import_options(obj.py(), sync, stream, policy, check_pointers, allow_other_device)?;
+    let given = Options { sync, stream, policy, check_pointers, allow_other_device };
+    let options = import_options(obj.py(), given)?;
     let parsed = parse::read_object(obj, Interface::Cuda)?;
     cuda_view(obj.py(), obj.clone().unbind(), parsed, &options)
 }
 
 /// The same as `as_cuda_array`, from an interface dict; the view keeps `owner` alive.
 #[pyfunction]
-#[pyo3(signature = (desc, owner = None, *, sync = true, stream = None, policy = None, check_pointers = None, allow_other_device = false))]
+#[pyo3(
+    signature = (desc, owner = None, *, sync = None, stream = None, policy = None, check_pointers = None, allow_other_device = None),
+    text_signature = "(desc, owner=None, *, sync=True, stream=None, policy=None, check_pointers=None, allow_other_device=False)"
+)]
 #[allow(clippy::too_many_arguments)]
 pub fn from_cuda_array_interface<'py>(
     desc: &Bound<'py, PyAny>,
     owner: Option<Bound<'py, PyAny>>,
-    sync: bool,
+    sync: Option<&Bound<'py, PyAny>>,
     stream: Option<&Bound<'py, PyAny>>,
     policy: Option<&Bound<'py, PyAny>>,
-    check_pointers: Option<bool>,
-    allow_other_device: bool,
+    check_pointers: Option<&Bound<'py, PyAny>>,
+    allow_other_device: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = desc.py();
-    let options = import_options(py, sync, stream, policy, check_pointers, allow_other_device)?;
+    let options = import_options(py, Options { sync, stream, policy, check_pointers, allow_other_device })?;
     let parsed = parse::parse(desc, Interface::Cuda)?;
     let owner = owner.map_or_else(|| py.None(), Bound::unbind);
     cuda_view(py, owner, parsed, &options)
@@ -216,10 +240,12 @@ pub fn from_cuda_array_interface<'py>(
 pub fn from_dlpack<'py>(
     obj: &Bound<'py, PyAny>,
     stream: Option<&Bound<'py, PyAny>>,
-    copy: Option<bool>,
-    check_pointers: Option<bool>,
+    copy: Option<&Bound<'py, PyAny>>,
+    check_pointers: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = obj.py();
+    let copy = bool_argument("copy", copy)?;
+    let check_pointers = bool_argument("check_pointers", check_pointers)?;
     let consumer = consumer_stream(stream, true)?;
     warn_unchecked(py, check_pointers)?;
     let imported = crate::dlpack::import(obj, consumer, copy)?;
@@ -325,17 +351,7 @@ pub fn configure<'py>(
     export_version: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let import_sync = policy_argument("import_sync", import_sync)?;
-    let check_pointers = match some_value(check_pointers) {
-        None => None,
-        Some(v) => match v.extract::<bool>() {
-            Ok(b) => Some(b),
-            Err(e) if must_propagate(py, &e) => return Err(e),
-            Err(_) => {
-                let r = received(v)?;
-                return Err(Problem::type_error(format!("check_pointers: expected True or False, received {r}")).into());
-            }
-        },
-    };
+    let check_pointers = bool_argument("check_pointers", check_pointers)?;
     let stream_none = text_argument("export_stream", export_stream, "'report' or 'none'")?
         .map(|v| config::parse_export_stream("export_stream", &v))
         .transpose()?;
@@ -380,6 +396,17 @@ fn text_argument(name: &str, value: Option<&Bound<'_, PyAny>>, expected: &str) -
             Err(_) => Err(Problem::value_error(wrong()?).into()),
         },
         Err(_) => Err(Problem::type_error(wrong()?).into()),
+    }
+}
+
+/// A flag given as the argument `name` (`None` when absent or None): True or False (a
+/// NumPy bool too); anything else is a `TypeError` that names the argument and the value.
+fn bool_argument(name: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<bool>> {
+    let Some(v) = some_value(value) else { return Ok(None) };
+    match v.extract::<bool>() {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if must_propagate(v.py(), &e) => Err(e),
+        Err(_) => Err(Problem::type_error(format!("{name}: expected True or False, received {}", received(v)?)).into()),
     }
 }
 

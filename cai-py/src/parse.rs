@@ -23,7 +23,7 @@
 use std::cell::Cell;
 
 use cai_core::{
-    Descr, Descriptor, DimVec, Error, Extent, Field, FieldType, Stream, TypeStr, CURRENT_VERSION, INLINE_DIMS,
+    Descr, Descriptor, DimVec, Error, Extent, Field, FieldType, Kind, Stream, TypeStr, CURRENT_VERSION, INLINE_DIMS,
 };
 use pyo3::exceptions::{PyMemoryError, PyOverflowError, PyRecursionError, PyRuntimeWarning};
 use pyo3::prelude::*;
@@ -148,9 +148,14 @@ thread_local! {
 pub(crate) struct Nesting(());
 
 impl Nesting {
+    /// How many reads are under way on this thread.
+    fn depth() -> u32 {
+        NESTING.with(Cell::get)
+    }
+
     /// One more level of reading `attribute` (an interface attribute or `__dlpack__`).
     pub(crate) fn enter(attribute: &'static str) -> PyResult<Nesting> {
-        let depth = NESTING.with(Cell::get);
+        let depth = Self::depth();
         if depth >= MAX_NESTING {
             return Err(PyRecursionError::new_err(format!(
                 "maximum recursion depth exceeded while reading {attribute} ({MAX_NESTING} nested reads)"
@@ -241,6 +246,9 @@ fn quick(value: &Bound<'_, PyAny>, iface: Interface) -> Option<Parsed> {
         let declared = u64::try_from(quick_int(get(VERSION)?)?).ok().filter(|&v| v <= u64::from(CURRENT_VERSION))?;
         let shape = quick_ints(get(SHAPE)?, |n| usize::try_from(n).ok())?;
         let (text, typestr) = quick_typestr(get(TYPESTR)?)?;
+        if iface == Interface::Cuda && typestr.kind() == Kind::Object {
+            return None;
+        }
         if let Some(d) = get(DESCR) {
             quick_plain_descr(d, text)?;
         }
@@ -618,6 +626,9 @@ fn strict(dict: &Bound<'_, PyDict>, iface: Interface) -> Result<Parsed, Failure>
     let shape = shape(keys.get(SHAPE))?;
     let typestr = typestr(keys.get(TYPESTR))?;
     let descr = keys.get(DESCR).map(descr).transpose()?;
+    if iface == Interface::Cuda {
+        no_objects(&typestr, descr.as_ref())?;
+    }
     let (data, readonly) = data(keys.get(DATA))?;
     let strides = strides(keys.get(STRIDES))?;
     let (mask, mask_object) = match keys.get(MASK).filter(|m| !m.is_none()) {
@@ -722,6 +733,9 @@ fn collect(dict: &Bound<'_, PyDict>, iface: Interface, out: &mut Vec<String>) ->
     let shape = note(out, shape(keys.get(SHAPE)))?;
     let typestr = note(out, typestr(keys.get(TYPESTR)))?;
     let descr = note(out, keys.get(DESCR).map(descr).transpose())?;
+    if let (Interface::Cuda, Some(t), Some(d)) = (iface, &typestr, &descr) {
+        note(out, no_objects(t, d.as_ref()))?;
+    }
     let data = note(out, data(keys.get(DATA)))?;
     let strides = note(out, strides(keys.get(STRIDES)))?;
     let mask = match keys.get(MASK).filter(|m| !m.is_none()) {
@@ -753,8 +767,20 @@ fn collect(dict: &Bound<'_, PyDict>, iface: Interface, out: &mut Vec<String>) ->
     Ok(())
 }
 
+/// The finding for a chain of masks longer than cai reads (a mask that is its own array,
+/// or one whose masks never end). Noted once, by the outermost mask, whose `mask: ` prefix
+/// it already has.
+const MASKS_TOO_DEEP: &str = "mask: masks nest deeper than cai reads (64 nested interfaces): a mask that is its own \
+                              array, or a chain of masks that does not end";
+
 /// The mask's descriptor when it has no problem; its problems noted with a `mask: ` prefix.
 fn collect_mask(mask: &Bound<'_, PyAny>, iface: Interface, out: &mut Vec<String>) -> PyResult<Option<Descriptor>> {
+    // Reached by the masks themselves, cai's own limit on nested reads is a problem of the
+    // object (a recursion through the producer's code still raises `RecursionError`).
+    if Nesting::depth() >= MAX_NESTING {
+        out.push(MASKS_TOO_DEEP.to_owned());
+        return Ok(None);
+    }
     let value = match attribute(mask, iface) {
         Ok(Some(v)) => v,
         Ok(None) => {
@@ -776,7 +802,7 @@ fn collect_mask(mask: &Bound<'_, PyAny>, iface: Interface, out: &mut Vec<String>
         collect_value(&value, iface, &mut inner)?;
     }
     if !inner.is_empty() {
-        out.extend(inner.into_iter().map(|m| format!("mask: {m}")));
+        out.extend(inner.into_iter().map(|m| if m == MASKS_TOO_DEEP { m } else { format!("mask: {m}") }));
         return Ok(None);
     }
     // No problem was found, so the strict read succeeds (and says why if it does not).
@@ -892,16 +918,44 @@ fn strides(value: Option<&Bound<'_, PyAny>>) -> Result<Option<DimVec<isize>>, Fa
     }
 }
 
+/// Python object references (`'|O'`) mean nothing in device memory: the CUDA interface
+/// refuses them, in the typestr or in a field of the `descr`.
+fn no_objects(typestr: &TypeStr, descr: Option<&Descr>) -> Result<(), Failure> {
+    fn has_objects(d: &Descr) -> bool {
+        d.fields.iter().any(|f| match &f.ty {
+            FieldType::Scalar(t) => t.kind() == Kind::Object,
+            FieldType::Record(r) => has_objects(r),
+        })
+    }
+    const WHY: &str = "which mean nothing in device memory";
+    if typestr.kind() == Kind::Object {
+        return Err(Problem::value_error(format!(
+            "typestr: '{}' holds Python object references, {WHY}",
+            typestr.normalized()
+        ))
+        .into());
+    }
+    match descr {
+        Some(d) if has_objects(d) => {
+            let shown = cai_core::shortened(d.to_string());
+            Err(Problem::value_error(format!("descr: {shown} has a field of Python object references ('|O'), {WHY}"))
+                .into())
+        }
+        _ => Ok(()),
+    }
+}
+
 fn typestr(value: Option<&Bound<'_, PyAny>>) -> Result<TypeStr, Failure> {
     const EXPECTED: &str = "a str such as '<f4'";
     let value = value.ok_or_else(|| missing("typestr"))?;
     let Ok(s) = value.cast::<PyString>() else { return Err(wrong_type("typestr", EXPECTED, value)) };
     match s.to_str() {
         Ok(text) => Ok(TypeStr::parse(text)?),
-        Err(_) => Err(Error::Typestr {
-            value: s.to_string_lossy().into_owned(),
-            reason: "it is not valid Unicode text (a lone surrogate)".to_owned(),
-        }
+        // Shown as Python shows it (`'\udc80'`), not with the surrogate replaced.
+        Err(_) => Err(Problem::value_error(format!(
+            "typestr: {} is malformed: it is not valid Unicode text (a lone surrogate)",
+            crate::shown::shown(value)?
+        ))
         .into()),
     }
 }

@@ -63,6 +63,12 @@ VALUE_ERRORS = [
     (bad(descr=[("a",)]), "descr: .* entry 0 has 1 items"),
     (bad(descr=[("a", "<f8")]), "descr: .* is invalid"),
     (bad(data=(2**64 - 8, False)), "data: .*"),
+    (bad(typestr="|O"), r"typestr: '\|O' holds Python object references, which mean nothing in device memory"),
+    (bad(typestr="<O8"), r"typestr: '\|O' holds Python object references"),
+    (
+        bad(typestr="|V16", descr=[("a", "<f8"), ("b", [("o", "|O")])]),
+        r"descr: \[\('a', '<f8'\), \('b', \[\('o', '\|O'\)\]\)\] has a field of Python object references",
+    ),
 ]
 
 
@@ -211,3 +217,15 @@ def test_a_ten_megabyte_value_makes_a_short_message(desc):
         cai.from_cuda_array_interface(desc)
     assert len(str(info.value)) < 400 and "characters)" in str(info.value)
     assert max(map(len, cai.validate(desc))) < 400
+
+
+def test_object_references_are_refused_on_the_device_interface_only():
+    import numpy as np
+
+    objects = np.array([None, 1, "x"], dtype=object)
+    # NumPy's own interface carries objects; cai reads it as NumPy does.
+    assert cai.as_array(objects).typestr == "|O"
+    assert cai.validate(objects, interface="host") == []
+    assert cai.validate(bad(typestr="|O")) == [
+        "typestr: '|O' holds Python object references, which mean nothing in device memory"
+    ]

@@ -240,6 +240,48 @@ def test_a_property_that_validates_itself_ends_in_recursion_error():
     assert out.split() == ["RecursionError"]
 
 
+def test_masks_that_never_end_are_a_finding_of_validate_and_recursion_error_elsewhere():
+    # The masks themselves nest (no producer code calls cai again): `validate` reports it,
+    # once; the imports end in cai's own RecursionError.
+    out = results(
+        """
+        out = {}
+        base = {"version": 3, "shape": (4,), "typestr": "|b1", "data": (PTR, False)}
+        class Itself:
+            @property
+            def __cuda_array_interface__(self):
+                return dict(base, mask=self)
+        class Endless:
+            @property
+            def __cuda_array_interface__(self):
+                return dict(base, mask=Endless())
+        for name, obj in [("itself", Itself()), ("endless", Endless())]:
+            out[name] = cai.validate(obj)
+            out[name + " import"] = first(lambda: cai.as_cuda_array(obj))
+        # Inside 60 nested imports, the masks' finding comes at cai's limit, not later.
+        def nested(depth):
+            class Deep:
+                @property
+                def __cuda_array_interface__(self):
+                    if depth == 0:
+                        out["nested"] = cai.validate(Itself())
+                        return base
+                    return cai.as_cuda_array(nested(depth - 1)).__cuda_array_interface__
+            return Deep()
+        cai.as_cuda_array(nested(60))
+        print(out)
+        """
+    )
+    finding = (
+        "mask: masks nest deeper than cai reads (64 nested interfaces): a mask that is its own array, "
+        "or a chain of masks that does not end"
+    )
+    for name in ("itself", "endless"):
+        assert out[name] == [finding], name
+        assert out[name + " import"].startswith("RecursionError: maximum recursion depth exceeded"), name
+    assert out["nested"] == [finding]
+
+
 @pytest.mark.parametrize("entry", ["as_cuda_array", "validate", "extractor"])
 def test_a_mask_that_imports_the_outer_object_ends_in_recursion_error(entry):
     out = run(
@@ -580,6 +622,19 @@ def test_a_typestr_with_a_lone_surrogate_is_a_value_error():
         """
     )
     assert out.split() == ["ValueError", "typestr:"]
+
+
+def test_a_lone_surrogate_is_shown_as_python_shows_it():
+    out = results(
+        """
+        out = {"message": first(lambda: cai.from_cuda_array_interface(
+            {"version": 3, "shape": (1,), "typestr": "<f\\udc80", "data": (PTR, False)}))}
+        print(out)
+        """
+    )
+    assert out["message"] == (
+        "ValueError: typestr: '<f\\udc80' is malformed: it is not valid Unicode text (a lone surrogate)"
+    )
 
 
 # -- the extractors' overlap check is per call -------------------------------------------------------

@@ -6,6 +6,7 @@ With a driver present these tests are skipped: tests/python/gpu/ covers that mac
 import os
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -150,6 +151,41 @@ def test_configure_reports_and_validates():
 def test_text_arguments_of_the_wrong_kind_are_named_with_the_value(call, error, message):
     with pytest.raises(error, match=message):
         call(Producer(cai_dict()))
+
+
+@pytest.mark.parametrize(
+    "call,name",
+    [
+        (lambda p, v: cai.as_cuda_array(p, sync=v), "sync"),
+        (lambda p, v: cai.as_cuda_array(p, check_pointers=v), "check_pointers"),
+        (lambda p, v: cai.as_cuda_array(p, allow_other_device=v), "allow_other_device"),
+        (lambda p, v: cai.from_cuda_array_interface(p.__cuda_array_interface__, sync=v), "sync"),
+        (lambda p, v: cai.from_cuda_array_interface(p.__cuda_array_interface__, check_pointers=v), "check_pointers"),
+        (lambda p, v: cai.from_dlpack(np.arange(3.0), copy=v), "copy"),
+        (lambda p, v: cai.from_dlpack(np.arange(3.0), check_pointers=v), "check_pointers"),
+        (lambda p, v: cai.configure(check_pointers=v), "check_pointers"),
+    ],
+)
+def test_flag_arguments_of_the_wrong_kind_are_named_with_the_value(call, name):
+    p = Producer(cai_dict())
+    for value, shown in [(1, r"1 \(int\)"), ("yes", r"'yes' \(str\)"), ([True], r"\[True\] \(list\)")]:
+        with pytest.raises(TypeError, match=rf"^{name}: expected True or False, received {shown}$"):
+            call(p, value)
+    # True, False, NumPy's bools and None (the default) are flags.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # check_pointers=True without a driver
+        for value in (True, False, np.True_, np.False_, None):
+            call(p, value)
+
+
+def test_flag_arguments_keep_their_defaults_in_the_signature():
+    import inspect
+
+    for f in (cai.as_cuda_array, cai.from_cuda_array_interface):
+        params = inspect.signature(f).parameters
+        assert params["sync"].default is True
+        assert params["allow_other_device"].default is False
+        assert params["check_pointers"].default is None
 
 
 def test_from_dlpack_takes_minus_one_as_any_int_and_as_cuda_array_does_not():
