@@ -238,8 +238,13 @@ fn quick(value: &Bound<'_, PyAny>, iface: Interface) -> Option<Parsed> {
     // valid while the dict is unchanged, which it is until this function returns: every
     // call below reads an exact int, tuple, list or str, which runs no Python code.
     unsafe {
+        // Producers write their keys in one order, mostly that of KEYS: the search starts
+        // after the last key found (a dict in KEYS' order takes one comparison a key).
+        let mut next = 0;
         while ffi::PyDict_Next(value.as_ptr(), &mut pos, &mut key, &mut item) != 0 {
-            values[names.iter().position(|n| n.as_ptr() == key)?] = item;
+            let found = (next..next + KEYS.len()).map(|i| i % KEYS.len()).find(|&i| names[i].as_ptr() == key)?;
+            values[found] = item;
+            next = found + 1;
         }
         let get = |i: usize| Some(values[i]).filter(|v| !v.is_null());
         let is_none = |v: *mut ffi::PyObject| v == ffi::Py_None();
