@@ -403,10 +403,22 @@ fn text_argument(name: &str, value: Option<&Bound<'_, PyAny>>, expected: &str) -
 /// NumPy bool too); anything else is a `TypeError` that names the argument and the value.
 fn bool_argument(name: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<bool>> {
     let Some(v) = some_value(value) else { return Ok(None) };
-    match v.extract::<bool>() {
+    if let Ok(b) = v.cast_exact::<PyBool>() {
+        return Ok(Some(b.is_true()));
+    }
+    let wrong = || -> PyResult<Option<bool>> {
+        Err(Problem::type_error(format!("{name}: expected True or False, received {}", received(v)?)).into())
+    };
+    // NumPy's bool, recognized by its type's name (reading it may run a metaclass's code,
+    // whose interrupt propagates) and read by its truth value.
+    let qualified = crate::error::qualified_type_name(v)?;
+    if qualified != "numpy.bool" && qualified != "numpy.bool_" {
+        return wrong();
+    }
+    match v.is_truthy() {
         Ok(b) => Ok(Some(b)),
         Err(e) if must_propagate(v.py(), &e) => Err(e),
-        Err(_) => Err(Problem::type_error(format!("{name}: expected True or False, received {}", received(v)?)).into()),
+        Err(_) => wrong(),
     }
 }
 

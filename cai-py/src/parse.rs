@@ -148,6 +148,14 @@ thread_local! {
 pub(crate) struct Nesting(());
 
 impl Nesting {
+    /// The `RecursionError` of one read too many.
+    #[cold]
+    fn too_deep(attribute: &str) -> PyErr {
+        PyRecursionError::new_err(format!(
+            "maximum recursion depth exceeded while reading {attribute} ({MAX_NESTING} nested reads)"
+        ))
+    }
+
     /// How many reads are under way on this thread.
     fn depth() -> u32 {
         NESTING.with(Cell::get)
@@ -157,9 +165,7 @@ impl Nesting {
     pub(crate) fn enter(attribute: &'static str) -> PyResult<Nesting> {
         let depth = Self::depth();
         if depth >= MAX_NESTING {
-            return Err(PyRecursionError::new_err(format!(
-                "maximum recursion depth exceeded while reading {attribute} ({MAX_NESTING} nested reads)"
-            )));
+            return Err(Self::too_deep(attribute));
         }
         NESTING.with(|n| n.set(depth + 1));
         Ok(Nesting(()))
@@ -412,10 +418,12 @@ unsafe fn quick_plain_descr(descr: *mut ffi::PyObject, typestr: &[u8]) -> Option
 /// interface was read.
 pub(crate) fn findings(py: Python<'_>, value: PyResult<Bound<'_, PyAny>>, iface: Interface) -> PyResult<Vec<String>> {
     let mut out = Vec::new();
+    // Begun outside any other read, this read's masks alone can reach cai's nesting limit.
+    let alone = Nesting::depth() == 0;
     let _nesting = Nesting::enter(iface.attribute())?;
     match value {
         Ok(value) => {
-            collect_value(&value, iface, &mut out)?;
+            collect_value(&value, iface, &mut out, alone)?;
             if iface == Interface::Host {
                 // Findings about the attribute itself (not a dict, an unknown key) name it.
                 let label = |f: String| {
@@ -629,10 +637,10 @@ fn strict(dict: &Bound<'_, PyDict>, iface: Interface) -> Result<Parsed, Failure>
         PyErr::warn(py, &category, &message, 1)?;
     }
     let shape = shape(keys.get(SHAPE))?;
-    let typestr = typestr(keys.get(TYPESTR))?;
+    let typestr = typestr(keys.get(TYPESTR), iface)?;
     let descr = keys.get(DESCR).map(descr).transpose()?;
-    if iface == Interface::Cuda {
-        no_objects(&typestr, descr.as_ref())?;
+    if let (Interface::Cuda, Some(d)) = (iface, &descr) {
+        no_object_fields(d)?;
     }
     let (data, readonly) = data(keys.get(DATA))?;
     let strides = strides(keys.get(STRIDES))?;
@@ -699,15 +707,16 @@ fn note<T>(out: &mut Vec<String>, result: Result<T, Failure>) -> PyResult<Option
     }
 }
 
-fn collect_value(value: &Bound<'_, PyAny>, iface: Interface, out: &mut Vec<String>) -> PyResult<()> {
+fn collect_value(value: &Bound<'_, PyAny>, iface: Interface, out: &mut Vec<String>, alone: bool) -> PyResult<()> {
     match note(out, as_dict(value, iface))? {
-        Some(dict) => collect(&dict, iface, out),
+        Some(dict) => collect(&dict, iface, out, alone),
         None => Ok(()),
     }
 }
 
-/// The collecting read: every problem is noted.
-fn collect(dict: &Bound<'_, PyDict>, iface: Interface, out: &mut Vec<String>) -> PyResult<()> {
+/// The collecting read: every problem is noted. `alone`: the read began outside any other
+/// (see [`collect_mask`]).
+fn collect(dict: &Bound<'_, PyDict>, iface: Interface, out: &mut Vec<String>, alone: bool) -> PyResult<()> {
     let keys = Keys::gather(dict);
     let declared = note(out, version(keys.get(VERSION)))?;
     let rules = rules_version(declared.unwrap_or(u64::from(CURRENT_VERSION)), iface);
@@ -736,15 +745,15 @@ fn collect(dict: &Bound<'_, PyDict>, iface: Interface, out: &mut Vec<String>) ->
         }
     }
     let shape = note(out, shape(keys.get(SHAPE)))?;
-    let typestr = note(out, typestr(keys.get(TYPESTR)))?;
+    let typestr = note(out, typestr(keys.get(TYPESTR), iface))?;
     let descr = note(out, keys.get(DESCR).map(descr).transpose())?;
-    if let (Interface::Cuda, Some(t), Some(d)) = (iface, &typestr, &descr) {
-        note(out, no_objects(t, d.as_ref()))?;
+    if let (Interface::Cuda, Some(Some(d))) = (iface, &descr) {
+        note(out, no_object_fields(d))?;
     }
     let data = note(out, data(keys.get(DATA)))?;
     let strides = note(out, strides(keys.get(STRIDES)))?;
     let mask = match keys.get(MASK).filter(|m| !m.is_none()) {
-        Some(m) => collect_mask(m, iface, out)?.map(|d| Some(Box::new(d))),
+        Some(m) => collect_mask(m, iface, out, alone)?.map(|d| Some(Box::new(d))),
         None => Some(None),
     };
     let stream = match (iface, keys.get(STREAM)) {
@@ -779,10 +788,20 @@ const MASKS_TOO_DEEP: &str = "mask: masks nest deeper than cai reads (64 nested 
                               array, or a chain of masks that does not end";
 
 /// The mask's descriptor when it has no problem; its problems noted with a `mask: ` prefix.
-fn collect_mask(mask: &Bound<'_, PyAny>, iface: Interface, out: &mut Vec<String>) -> PyResult<Option<Descriptor>> {
-    // Reached by the masks themselves, cai's own limit on nested reads is a problem of the
-    // object (a recursion through the producer's code still raises `RecursionError`).
+///
+/// cai's limit on nested reads, reached by a read that began outside any other (`alone`),
+/// was reached by the masks themselves: a problem of the object, noted. Reached inside
+/// other reads (the producer's code called cai), it is the `RecursionError` of a recursion.
+fn collect_mask(
+    mask: &Bound<'_, PyAny>,
+    iface: Interface,
+    out: &mut Vec<String>,
+    alone: bool,
+) -> PyResult<Option<Descriptor>> {
     if Nesting::depth() >= MAX_NESTING {
+        if !alone {
+            return Err(Nesting::too_deep(iface.attribute()));
+        }
         out.push(MASKS_TOO_DEEP.to_owned());
         return Ok(None);
     }
@@ -804,7 +823,7 @@ fn collect_mask(mask: &Bound<'_, PyAny>, iface: Interface, out: &mut Vec<String>
     let mut inner = Vec::new();
     {
         let _nesting = Nesting::enter(iface.attribute())?;
-        collect_value(&value, iface, &mut inner)?;
+        collect_value(&value, iface, &mut inner, alone)?;
     }
     if !inner.is_empty() {
         out.extend(inner.into_iter().map(|m| if m == MASKS_TOO_DEEP { m } else { format!("mask: {m}") }));
@@ -923,39 +942,39 @@ fn strides(value: Option<&Bound<'_, PyAny>>) -> Result<Option<DimVec<isize>>, Fa
     }
 }
 
-/// Python object references (`'|O'`) mean nothing in device memory: the CUDA interface
-/// refuses them, in the typestr or in a field of the `descr`.
-fn no_objects(typestr: &TypeStr, descr: Option<&Descr>) -> Result<(), Failure> {
+/// Why the CUDA interface refuses Python object references (`'|O'`).
+const OBJECTS_ON_DEVICE: &str = "Python object references, which mean nothing in device memory";
+
+/// A `descr` of the CUDA interface holds no field of Python object references (nested
+/// records included).
+fn no_object_fields(descr: &Descr) -> Result<(), Failure> {
     fn has_objects(d: &Descr) -> bool {
         d.fields.iter().any(|f| match &f.ty {
             FieldType::Scalar(t) => t.kind() == Kind::Object,
             FieldType::Record(r) => has_objects(r),
         })
     }
-    const WHY: &str = "which mean nothing in device memory";
-    if typestr.kind() == Kind::Object {
-        return Err(Problem::value_error(format!(
-            "typestr: '{}' holds Python object references, {WHY}",
-            typestr.normalized()
-        ))
-        .into());
+    if !has_objects(descr) {
+        return Ok(());
     }
-    match descr {
-        Some(d) if has_objects(d) => {
-            let shown = cai_core::shortened(d.to_string());
-            Err(Problem::value_error(format!("descr: {shown} has a field of Python object references ('|O'), {WHY}"))
-                .into())
-        }
-        _ => Ok(()),
-    }
+    let shown = cai_core::shortened(descr.to_string());
+    Err(Problem::value_error(format!("descr: {shown} has a field of {OBJECTS_ON_DEVICE} ('|O')")).into())
 }
 
-fn typestr(value: Option<&Bound<'_, PyAny>>) -> Result<TypeStr, Failure> {
+/// The typestr; on the CUDA interface, not one of Python object references.
+fn typestr(value: Option<&Bound<'_, PyAny>>, iface: Interface) -> Result<TypeStr, Failure> {
     const EXPECTED: &str = "a str such as '<f4'";
     let value = value.ok_or_else(|| missing("typestr"))?;
     let Ok(s) = value.cast::<PyString>() else { return Err(wrong_type("typestr", EXPECTED, value)) };
     match s.to_str() {
-        Ok(text) => Ok(TypeStr::parse(text)?),
+        Ok(text) => {
+            let typestr = TypeStr::parse(text)?;
+            if iface == Interface::Cuda && typestr.kind() == Kind::Object {
+                let text = cai_core::shortened(format!("'{}'", text.escape_debug()));
+                return Err(Problem::value_error(format!("typestr: {text} holds {OBJECTS_ON_DEVICE}")).into());
+            }
+            Ok(typestr)
+        }
         // Shown as Python shows it (`'\udc80'`), not with the surrogate replaced.
         Err(_) => Err(Problem::value_error(format!(
             "typestr: {} is malformed: it is not valid Unicode text (a lone surrogate)",

@@ -64,7 +64,7 @@ VALUE_ERRORS = [
     (bad(descr=[("a", "<f8")]), "descr: .* is invalid"),
     (bad(data=(2**64 - 8, False)), "data: .*"),
     (bad(typestr="|O"), r"typestr: '\|O' holds Python object references, which mean nothing in device memory"),
-    (bad(typestr="<O8"), r"typestr: '\|O' holds Python object references"),
+    (bad(typestr="<O8"), r"typestr: '<O8' holds Python object references"),
     (
         bad(typestr="|V16", descr=[("a", "<f8"), ("b", [("o", "|O")])]),
         r"descr: \[\('a', '<f8'\), \('b', \[\('o', '\|O'\)\]\)\] has a field of Python object references",
@@ -226,6 +226,8 @@ def test_object_references_are_refused_on_the_device_interface_only():
     # NumPy's own interface carries objects; cai reads it as NumPy does.
     assert cai.as_array(objects).typestr == "|O"
     assert cai.validate(objects, interface="host") == []
-    assert cai.validate(bad(typestr="|O")) == [
-        "typestr: '|O' holds Python object references, which mean nothing in device memory"
-    ]
+    objects_finding = "typestr: '|O' holds Python object references, which mean nothing in device memory"
+    assert cai.validate(bad(typestr="|O")) == [objects_finding]
+    # Found whatever else is wrong with the dict.
+    findings = cai.validate(bad(typestr="|O", descr="notalist"))
+    assert objects_finding in findings and any(f.startswith("descr: expected a list") for f in findings)
