@@ -1032,6 +1032,9 @@ fn descr_list(list: &Bound<'_, PyList>, depth: u32) -> PyResult<Result<Descr, St
     }
     let str_of =
         |o: &Bound<'_, PyAny>| -> Option<String> { o.cast::<PyString>().ok()?.to_str().ok().map(str::to_owned) };
+    // A str that has no UTF-8 form: said so, rather than "not a str".
+    let surrogate = |o: &Bound<'_, PyAny>| o.cast::<PyString>().is_ok_and(|s| s.to_str().is_err());
+    const SURROGATE: &str = "is not valid Unicode text (a lone surrogate)";
     let mut fields = Vec::with_capacity(list.len());
     for (i, entry) in list.iter().enumerate() {
         let Some(t) = entry.cast::<PyTuple>().ok() else {
@@ -1048,6 +1051,10 @@ fn descr_list(list: &Bound<'_, PyList>, depth: u32) -> PyResult<Result<Descr, St
             let pair = name_obj.cast::<PyTuple>().ok().filter(|p| p.len() == 2);
             let parts = pair.and_then(|p| Some((str_of(&p.get_item(0).ok()?)?, str_of(&p.get_item(1).ok()?)?)));
             let Some((title, name)) = parts else {
+                let in_pair = pair.is_some_and(|p| p.iter().any(|part| surrogate(&part)));
+                if surrogate(name_obj) || in_pair {
+                    return Ok(Err(format!("entry {i}: the name {} {SURROGATE}", received(name_obj)?)));
+                }
                 return Ok(Err(format!(
                     "entry {i}: the name {} is neither a str nor a (title, name) pair",
                     received(name_obj)?
@@ -1066,6 +1073,8 @@ fn descr_list(list: &Bound<'_, PyList>, depth: u32) -> PyResult<Result<Descr, St
                 Ok(d) => FieldType::Record(d),
                 Err(reason) => return Ok(Err(reason)),
             }
+        } else if surrogate(ty_obj) {
+            return Ok(Err(format!("field {name:?}: the type {} {SURROGATE}", received(ty_obj)?)));
         } else {
             return Ok(Err(format!("field {name:?}: the type {} is neither a typestr nor a list", received(ty_obj)?)));
         };

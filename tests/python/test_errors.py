@@ -63,6 +63,18 @@ VALUE_ERRORS = [
     (bad(descr=[("a",)]), "descr: .* entry 0 has 1 items"),
     (bad(descr=[("a", "<f8")]), "descr: .* is invalid"),
     (bad(data=(2**64 - 8, False)), "data: .*"),
+    (
+        bad(typestr="|V4", descr=[("\udc80", "<f4")]),
+        r"descr: .* entry 0: the name '\\udc80' \(str\) is not valid Unicode text \(a lone surrogate\)",
+    ),
+    (
+        bad(typestr="|V4", descr=[(("t\udc80", "a"), "<f4")]),
+        r"descr: .* entry 0: the name \('t\\udc80', 'a'\) \(tuple\) is not valid Unicode text",
+    ),
+    (
+        bad(typestr="|V4", descr=[("a", "<f\udc80")]),
+        r"descr: .* field \"a\": the type '<f\\udc80' \(str\) is not valid Unicode text \(a lone surrogate\)",
+    ),
     (bad(typestr="|O"), r"typestr: '\|O' holds Python object references, which mean nothing in device memory"),
     (bad(typestr="<O8"), r"typestr: '<O8' holds Python object references"),
     (
