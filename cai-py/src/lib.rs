@@ -68,6 +68,7 @@ mod config;
 #[cfg(feature = "driver")]
 mod cudarc_view;
 mod dlpack;
+mod entry;
 mod error;
 mod export;
 mod extract;
@@ -132,11 +133,10 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<HostArray>()?;
     view::install_methods(py)?;
     module.add("CudaDriverError", py.get_type::<CudaDriverError>())?;
-    module.add_function(pyo3::wrap_pyfunction!(as_cuda_array, module)?)?;
+    entry::add_import_functions(module)?; // as_cuda_array, as_array
     module.add_function(pyo3::wrap_pyfunction!(from_cuda_array_interface, module)?)?;
     module.add_function(pyo3::wrap_pyfunction!(from_dlpack, module)?)?;
     module.add_class::<DLPackTensor>()?;
-    module.add_function(pyo3::wrap_pyfunction!(as_array, module)?)?;
     module.add_function(pyo3::wrap_pyfunction!(validate, module)?)?;
     module.add_function(pyo3::wrap_pyfunction!(configure, module)?)?;
     module.add_function(pyo3::wrap_pyfunction!(cuda_driver_present, module)?)?;

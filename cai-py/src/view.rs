@@ -1,7 +1,7 @@
 //! `cai.CudaArray` and `cai.HostArray`: validated, zero-copy views of a producer's array.
 
 use std::cell::UnsafeCell;
-use std::ffi::{c_int, CStr};
+use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use cai_core::{Descr, Descriptor, Extent, Stream};
@@ -12,6 +12,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use pyo3::{ffi, intern, Borrowed};
 use pyo3::{PyTraverseError, PyVisit};
 
+use crate::entry::{Fastcall, METH_FASTCALL};
 use crate::error::{py_tuple, to_py_err};
 use crate::export::{descr_list, interface_dict};
 use crate::parse::{must_propagate, Interface, Parsed};
@@ -185,18 +186,6 @@ pub(crate) struct MethodDef(UnsafeCell<ffi::PyMethodDef>);
 // SAFETY: the definition is never written after it is made; CPython only reads it.
 unsafe impl Sync for MethodDef {}
 
-/// `METH_FASTCALL`: in the limited API from Python 3.10 (cai's floor), honoured by
-/// CPython since 3.7.
-const METH_FASTCALL: c_int = 0x0080;
-
-/// The C signature of a METH_FASTCALL | METH_KEYWORDS method.
-type FastcallWithKeywords = unsafe extern "C" fn(
-    *mut ffi::PyObject,
-    *const *mut ffi::PyObject,
-    ffi::Py_ssize_t,
-    *mut ffi::PyObject,
-) -> *mut ffi::PyObject;
-
 /// The docstring of the views' `__dlpack__`, whose first lines give `inspect` its signature.
 const DLPACK_DOC: &CStr = c"__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)
 --
@@ -205,10 +194,10 @@ The array through DLPack: a capsule that keeps this view alive (see cai.from_dlp
 the array API standard's __dlpack__).";
 
 impl MethodDef {
-    const fn dlpack(method: FastcallWithKeywords) -> MethodDef {
+    const fn dlpack(method: Fastcall) -> MethodDef {
         // SAFETY: CPython calls `ml_meth` with the signature its flags name (C casts every
         // method to `PyCFunction` the same way); function pointers have one size.
-        let method = unsafe { std::mem::transmute::<FastcallWithKeywords, ffi::PyCFunction>(method) };
+        let method = unsafe { std::mem::transmute::<Fastcall, ffi::PyCFunction>(method) };
         MethodDef(UnsafeCell::new(ffi::PyMethodDef {
             ml_name: c"__dlpack__".as_ptr(),
             ml_meth: ffi::PyMethodDefPointer { PyCFunction: method },

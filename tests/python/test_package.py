@@ -29,3 +29,42 @@ def test_classes_live_in_the_cai_module():
     assert cai.CudaArray.__module__ == "cai" and cai.HostArray.__module__ == "cai"
     assert issubclass(cai.CudaDriverError, RuntimeError)
     assert isinstance(cai.__version__, str)
+
+
+def test_import_functions_read_every_call_form_as_their_signature_says():
+    # `as_cuda_array(obj)` and `as_array(obj)` are read by cai itself; every other call
+    # goes to the full argument reader. Both must agree with the signature.
+    import inspect
+    import pickle
+
+    import numpy as np
+    import pytest
+    from producers import Producer, cai_dict
+
+    assert str(inspect.signature(cai.as_cuda_array)) == (
+        "(obj, *, sync=True, stream=None, policy=None, check_pointers=None, allow_other_device=False)"
+    )
+    assert str(inspect.signature(cai.as_array)) == "(obj)"
+    for f in (cai.as_cuda_array, cai.as_array):
+        assert f.__module__ == "cai._cai" and f.__doc__.startswith("Reads `obj.")
+        assert pickle.loads(pickle.dumps(f)) is f
+    p, arr = Producer(cai_dict()), np.arange(3.0)
+    assert cai.as_cuda_array(p).ptr == cai.as_cuda_array(obj=p).ptr == cai.as_cuda_array(*[p], sync=False).ptr
+    assert cai.as_array(arr).ptr == cai.as_array(obj=arr).ptr == arr.ctypes.data
+    errors = [
+        (lambda: cai.as_cuda_array(), "as_cuda_array() missing 1 required positional argument: 'obj'"),
+        (lambda: cai.as_cuda_array(p, p), "as_cuda_array() takes 1 positional arguments but 2 were given"),
+        (lambda: cai.as_cuda_array(p, bogus=1), "as_cuda_array() got an unexpected keyword argument 'bogus'"),
+        (lambda: cai.as_cuda_array(p, obj=p), "as_cuda_array() got multiple values for argument 'obj'"),
+        (lambda: cai.as_array(), "as_array() missing 1 required positional argument: 'obj'"),
+        (lambda: cai.as_array(arr, arr), "as_array() takes 1 positional arguments but 2 were given"),
+        (lambda: cai.as_array(arr, sync=True), "as_array() got an unexpected keyword argument 'sync'"),
+    ]
+    for call, message in errors:
+        with pytest.raises(TypeError) as e:
+            call()
+        assert str(e.value) == message
+    # The one-argument form reports the producer's problems as the full one does.
+    for call in (lambda: cai.as_cuda_array(1), lambda: cai.as_cuda_array(1, sync=True)):
+        with pytest.raises(TypeError, match="__cuda_array_interface__: objects of type 'int' do not export it"):
+            call()
