@@ -497,24 +497,18 @@ impl<'a, 'py, T: Element, D: Dimension, A: Access> FromPyObject<'a, 'py> for PyC
         // the function names its stream (see "Streams").
         let mut dlpack = None;
         let parsed = read::<T, D, A>(&object, Memory::Device, &mut dlpack)?;
-        let config = crate::config::get(py)?;
+        let (policy, check_pointers) = crate::config::import_defaults(py)?;
         let options = ImportOptions {
-            policy: config.import_sync,
+            policy,
             consumer: None,
-            check_pointers: config.check_pointers,
+            check_pointers,
             allow_other_device: false,
             caller: Caller::Extractor,
         };
         let device = consume(py, &parsed, &options)?;
-        let pending = !parsed.descriptor.stream.is_none() && config.import_sync != SyncPolicy::Ignore;
+        let pending = !parsed.descriptor.stream.is_none() && policy != SyncPolicy::Ignore;
         let argument = Argument::register(object, parsed, dlpack, A::WRITABLE)?;
-        Ok(PyCudaArray {
-            argument,
-            policy: config.import_sync,
-            device,
-            pending: Cell::new(pending),
-            _marker: PhantomData,
-        })
+        Ok(PyCudaArray { argument, policy, device, pending: Cell::new(pending), _marker: PhantomData })
     }
 }
 
