@@ -251,6 +251,13 @@ pub fn shortened(text: String) -> String {
     }
 }
 
+/// A text as a message quotes it: in single quotes, its control characters escaped, cut
+/// as [`shortened`] cuts it.
+#[doc(hidden)]
+pub fn quoted(text: &str) -> String {
+    shortened(format!("'{}'", text.escape_debug()))
+}
+
 /// A shorthand for results whose error is [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

@@ -107,7 +107,7 @@ pub use descr::{Descr, Field, FieldLayout, FieldType};
 pub use descriptor::{Descriptor, Extent, CURRENT_VERSION};
 pub use dims::{DimVec, INLINE_DIMS, MAX_DIMS};
 pub use element::Element;
-pub use error::{shortened, DriverError, Error, ErrorKind, PyTuple, Result};
+pub use error::{quoted, shortened, DriverError, Error, ErrorKind, PyTuple, Result};
 pub use interface::{ArrayInterface, CudaArrayInterface, NamedArrays, NamedCudaArrays};
 
 /// Derives [`CudaArrayInterface`](trait@CudaArrayInterface) and [`NamedCudaArrays`] for a

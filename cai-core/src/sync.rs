@@ -134,7 +134,7 @@ impl SyncPolicy {
             "ignore" | "0" => Ok(SyncPolicy::Ignore),
             _ => Err(format!(
                 "{} is not a sync policy (expected 'wait', 'synchronize' or 'ignore', or '1' / '0')",
-                crate::error::shortened(format!("'{}'", value.escape_debug()))
+                crate::error::quoted(value)
             )),
         }
     }

@@ -5,7 +5,8 @@
 //! pyo3's argument reader is general: for `cai.as_cuda_array(obj)` it cost about 90 of
 //! the call's 6,000 instructions, and one more function entered on every import.
 
-use std::ffi::{c_int, CString};
+use std::cell::UnsafeCell;
+use std::ffi::{c_int, CStr, CString};
 use std::sync::OnceLock;
 
 use pyo3::prelude::*;
@@ -24,21 +25,40 @@ pub(crate) type Fastcall = unsafe extern "C" fn(
 /// CPython since 3.7.
 pub(crate) const METH_FASTCALL: c_int = 0x0080;
 
+/// A METH_FASTCALL | METH_KEYWORDS method definition, which CPython reads and nothing
+/// writes, for the life of the process.
+pub(crate) struct MethodDef(UnsafeCell<ffi::PyMethodDef>);
+
+// SAFETY: the definition is never written after it is made; CPython only reads it.
+unsafe impl Sync for MethodDef {}
+
+impl MethodDef {
+    /// The definition of `method`, named `name`, whose docstring `doc` starts with its
+    /// signature as CPython reads one (`name(...)\n--\n\n`).
+    pub(crate) const fn fastcall(name: &'static CStr, doc: &'static CStr, method: Fastcall) -> MethodDef {
+        // SAFETY: CPython calls `ml_meth` with the signature its flags name (C casts every
+        // function to `PyCFunction` the same way); function pointers have one size.
+        let method = unsafe { std::mem::transmute::<Fastcall, ffi::PyCFunction>(method) };
+        MethodDef(UnsafeCell::new(ffi::PyMethodDef {
+            ml_name: name.as_ptr(),
+            ml_meth: ffi::PyMethodDefPointer { PyCFunction: method },
+            ml_flags: METH_FASTCALL | ffi::METH_KEYWORDS,
+            ml_doc: doc.as_ptr(),
+        }))
+    }
+
+    /// The definition, for CPython's functions that take one.
+    pub(crate) fn as_ptr(&self) -> *mut ffi::PyMethodDef {
+        self.0.get()
+    }
+}
+
 /// One function's two readers: the C function of pyo3's (set once, at registration) and
 /// the method definition of the module's function.
 struct Entry {
     full: OnceLock<Fastcall>,
-    def: OnceLock<&'static MethodDefinition>,
+    def: OnceLock<&'static MethodDef>,
 }
-
-/// A method definition, written once before CPython sees it and only read afterwards.
-struct MethodDefinition(ffi::PyMethodDef);
-
-// SAFETY: never written after it is made (it is leaked, for the life of the process);
-// CPython only reads it.
-unsafe impl Sync for MethodDefinition {}
-// SAFETY: as above; its pointers are to leaked, immutable C strings and to code.
-unsafe impl Send for MethodDefinition {}
 
 static AS_CUDA_ARRAY: Entry = Entry { full: OnceLock::new(), def: OnceLock::new() };
 static AS_ARRAY: Entry = Entry { full: OnceLock::new(), def: OnceLock::new() };
@@ -157,21 +177,13 @@ fn add(
             let doc: String = full.getattr(intern!(py, "__doc__"))?.extract()?;
             // CPython takes `name(signature)\n--\n\n` at the start of the docstring as the
             // function's `__text_signature__`, as pyo3 writes it.
-            let to_c = |text: String| -> PyResult<&'static std::ffi::CStr> {
+            let to_c = |text: String| -> PyResult<&'static CStr> {
                 let c = CString::new(text).map_err(|e| pyo3::exceptions::PyImportError::new_err(e.to_string()))?;
                 Ok(Box::leak(c.into_boxed_c_str()))
             };
             let ml_name = to_c(name.clone())?;
             let ml_doc = to_c(format!("{name}{signature}\n--\n\n{doc}"))?;
-            // SAFETY: CPython calls `ml_meth` with the signature its flags name (C casts
-            // every function to `PyCFunction` the same way); function pointers have one size.
-            let meth = unsafe { std::mem::transmute::<Fastcall, ffi::PyCFunction>(c_entry) };
-            let made: &'static MethodDefinition = Box::leak(Box::new(MethodDefinition(ffi::PyMethodDef {
-                ml_name: ml_name.as_ptr(),
-                ml_meth: ffi::PyMethodDefPointer { PyCFunction: meth },
-                ml_flags: METH_FASTCALL | ffi::METH_KEYWORDS,
-                ml_doc: ml_doc.as_ptr(),
-            })));
+            let made: &'static MethodDef = Box::leak(Box::new(MethodDef::fastcall(ml_name, ml_doc, c_entry)));
             *entry.def.get_or_init(|| made)
         }
     };
@@ -179,10 +191,7 @@ fn add(
     // SAFETY: `def` lives for the process; `module` and its name are live. The new
     // reference, or null with an exception set, is taken by `from_owned_ptr_or_err`.
     let function = unsafe {
-        Bound::from_owned_ptr_or_err(
-            py,
-            ffi::PyCFunction_NewEx(std::ptr::from_ref(&def.0).cast_mut(), module.as_ptr(), module_name.as_ptr()),
-        )
+        Bound::from_owned_ptr_or_err(py, ffi::PyCFunction_NewEx(def.as_ptr(), module.as_ptr(), module_name.as_ptr()))
     }?;
     module.add(function.getattr(intern!(py, "__name__"))?.cast_into::<PyString>()?, function)
 }

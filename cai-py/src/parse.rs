@@ -973,7 +973,7 @@ fn typestr(value: Option<&Bound<'_, PyAny>>, iface: Interface) -> Result<TypeStr
         Ok(text) => {
             let typestr = TypeStr::parse(text)?;
             if iface == Interface::Cuda && typestr.kind() == Kind::Object {
-                let text = cai_core::shortened(format!("'{}'", text.escape_debug()));
+                let text = cai_core::quoted(text);
                 return Err(Problem::value_error(format!("typestr: {text} holds {OBJECTS_ON_DEVICE}")).into());
             }
             Ok(typestr)

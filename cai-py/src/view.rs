@@ -1,6 +1,5 @@
 //! `cai.CudaArray` and `cai.HostArray`: validated, zero-copy views of a producer's array.
 
-use std::cell::UnsafeCell;
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -12,7 +11,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use pyo3::{ffi, intern, Borrowed};
 use pyo3::{PyTraverseError, PyVisit};
 
-use crate::entry::{Fastcall, METH_FASTCALL};
+use crate::entry::MethodDef;
 use crate::error::{py_tuple, to_py_err};
 use crate::export::{descr_list, interface_dict};
 use crate::parse::{must_propagate, Interface, Parsed};
@@ -180,32 +179,12 @@ impl Core {
     }
 }
 
-/// A method definition CPython reads, and nothing writes, for the life of the process.
-pub(crate) struct MethodDef(UnsafeCell<ffi::PyMethodDef>);
-
-// SAFETY: the definition is never written after it is made; CPython only reads it.
-unsafe impl Sync for MethodDef {}
-
 /// The docstring of the views' `__dlpack__`, whose first lines give `inspect` its signature.
 const DLPACK_DOC: &CStr = c"__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)
 --
 
 The array through DLPack: a capsule that keeps this view alive (see cai.from_dlpack and
 the array API standard's __dlpack__).";
-
-impl MethodDef {
-    const fn dlpack(method: Fastcall) -> MethodDef {
-        // SAFETY: CPython calls `ml_meth` with the signature its flags name (C casts every
-        // method to `PyCFunction` the same way); function pointers have one size.
-        let method = unsafe { std::mem::transmute::<Fastcall, ffi::PyCFunction>(method) };
-        MethodDef(UnsafeCell::new(ffi::PyMethodDef {
-            ml_name: c"__dlpack__".as_ptr(),
-            ml_meth: ffi::PyMethodDefPointer { PyCFunction: method },
-            ml_flags: METH_FASTCALL | ffi::METH_KEYWORDS,
-            ml_doc: DLPACK_DOC.as_ptr(),
-        }))
-    }
-}
 
 /// Puts the views' `__dlpack__` on their classes: a METH_FASTCALL method that reads its
 /// keywords itself. Consumers call it with three or four keywords on every import
@@ -218,7 +197,7 @@ pub(crate) fn install_methods(py: Python<'_>) -> PyResult<()> {
         // SAFETY: `def` lives for the process and the class is a live type object;
         // PyDescr_NewMethod returns a new reference, or null with an exception set.
         let method =
-            unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyDescr_NewMethod(class.as_type_ptr(), def.0.get())) }?;
+            unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyDescr_NewMethod(class.as_type_ptr(), def.as_ptr())) }?;
         class.setattr(intern!(py, "__dlpack__"), method)?;
     }
     Ok(())
@@ -311,7 +290,7 @@ macro_rules! view_class {
 
             /// The method definition of [`dlpack_fastcall`](Self::dlpack_fastcall).
             fn dlpack_def() -> &'static MethodDef {
-                static DEF: MethodDef = MethodDef::dlpack(pyo3::impl_::trampoline::get_trampoline_function!(
+                static DEF: MethodDef = MethodDef::fastcall(c"__dlpack__", DLPACK_DOC, pyo3::impl_::trampoline::get_trampoline_function!(
                     fastcall_cfunction_with_keywords,
                     $ty::dlpack_fastcall
                 ));
