@@ -3,6 +3,7 @@
 use std::cell::{Cell, OnceCell};
 use std::fmt;
 use std::marker::PhantomData;
+use std::mem::{ManuallyDrop, MaybeUninit};
 
 use cai_core::sync::SyncPolicy;
 use cai_core::{Descriptor, Element, Extent, Stream};
@@ -193,19 +194,24 @@ fn describe(d: &Descriptor) -> String {
 ///
 /// Boxed: pyo3 moves an extracted argument several times on its way into the function
 /// (out of the extraction's result, into the call), and a descriptor inline made each
-/// move a copy of some 300 bytes, which cost more than the one allocation.
-pub(crate) struct Argument<'py>(Box<Contents<'py>>);
+/// move a copy of some 300 bytes, which cost more than the one allocation. The box of an
+/// argument that is dropped becomes its thread's spare, which the next extraction fills
+/// (a `malloc` and a `free` were about 130 of the 2,600 instructions of an extraction).
+pub(crate) struct Argument<'py> {
+    contents: ManuallyDrop<Box<Contents>>,
+    py: Python<'py>,
+}
 
 /// The contents of an [`Argument`].
-pub(crate) struct Contents<'py> {
-    pub(crate) object: Bound<'py, PyAny>,
+pub(crate) struct Contents {
+    object: Py<PyAny>,
     pub(crate) descriptor: Descriptor,
     /// C-order strides, computed when first asked for (the descriptor's own otherwise).
     c_strides: OnceCell<Vec<isize>>,
     pub(crate) extent: Extent,
     borrow: Option<u64>,
     /// The tensor taken from a DLPack producer, kept alive for the call.
-    _dlpack: Option<Py<PyAny>>,
+    dlpack: Option<Py<PyAny>>,
 }
 
 /// Reads an argument in `memory` from `object`, checked against what `T`, `D` and `A` ask
@@ -216,16 +222,46 @@ pub(crate) struct Contents<'py> {
 ///
 /// (The tensor is not returned with the array: a pair would be one more copy of the
 /// array's few hundred bytes on every extraction.)
-#[inline]
+// The common read is inlined into the extraction; what an object without the interface
+// needs is out of line (inlined as well, it cost each extraction some 60 instructions).
+#[inline(always)]
 pub(crate) fn read<T: Element, D: Dimension, A: Access>(
     object: &Bound<'_, PyAny>,
     memory: Memory,
     dlpack: &mut Option<Py<PyAny>>,
 ) -> PyResult<Parsed> {
-    // What this memory's interface is, and what an argument of the other memory is told.
-    let (own, other, other_memory, stream, way_out, accepted) = match memory {
+    // NumPy's arrays are read through DLPack: the same array, a third of the cost.
+    if memory == Memory::Host && crate::dlpack::is_numpy_array(object)? {
+        if let Some(imported) = crate::dlpack::import_numpy(object)? {
+            return checked_dlpack::<T, D, A>(object, imported, memory, dlpack);
+        }
+    }
+    let own = match memory {
+        Memory::Device => Interface::Cuda,
+        Memory::Host => Interface::Host,
+    };
+    match parse::attribute(object, own)? {
+        Some(value) => {
+            let parsed = parse::parse(&value, own)?;
+            check::<T, D, A>(&parsed, memory)?;
+            Ok(parsed)
+        }
+        None => read_without_interface::<T, D, A>(object, memory, dlpack),
+    }
+}
+
+/// [`read`] for an object without the interface of `memory`: DLPack, or the `TypeError`
+/// that says what was received and what would do.
+#[cold]
+#[inline(never)]
+fn read_without_interface<T: Element, D: Dimension, A: Access>(
+    object: &Bound<'_, PyAny>,
+    memory: Memory,
+    dlpack: &mut Option<Py<PyAny>>,
+) -> PyResult<Parsed> {
+    // What an argument of the other memory is told.
+    let (other, other_memory, stream, way_out, accepted) = match memory {
         Memory::Device => (
-            Interface::Cuda,
             Interface::Host,
             "host",
             Some(Stream::LegacyDefault),
@@ -233,7 +269,6 @@ pub(crate) fn read<T: Element, D: Dimension, A: Access>(
             "an object with __cuda_array_interface__ or __dlpack__",
         ),
         Memory::Host => (
-            Interface::Host,
             Interface::Cuda,
             "CUDA",
             None,
@@ -241,38 +276,26 @@ pub(crate) fn read<T: Element, D: Dimension, A: Access>(
             "an object with __array_interface__, such as a NumPy array, or a DLPack producer on the CPU",
         ),
     };
-    // NumPy's arrays are read through DLPack: the same array, a third of the cost.
-    if memory == Memory::Host && crate::dlpack::is_numpy_array(object)? {
-        if let Some(imported) = crate::dlpack::import_numpy(object)? {
-            return checked_dlpack::<T, D, A>(object, imported, memory, dlpack);
-        }
-    }
-    let parsed = match parse::attribute(object, own)? {
-        Some(value) => parse::parse(&value, own)?,
-        None if crate::dlpack::offers(object)? => match crate::dlpack::import_memory(object, stream, None, memory)? {
-            Ok(imported) => return checked_dlpack::<T, D, A>(object, imported, memory, dlpack),
+    if crate::dlpack::offers(object)? {
+        return match crate::dlpack::import_memory(object, stream, None, memory)? {
+            Ok(imported) => checked_dlpack::<T, D, A>(object, imported, memory, dlpack),
             Err(_) => {
                 let message = format!(
                     "expected {}, received {} whose DLPack device is {other_memory} memory ({way_out})",
                     expectation::<T, D, A>(memory),
                     received(object)?
                 );
-                return Err(Problem::type_error(message).into());
+                Err(Problem::type_error(message).into())
             }
-        },
-        None => {
-            let hint = if parse::attribute(object, other)?.is_some() {
-                format!("it exports {}, {other_memory} memory: {way_out}", other.attribute())
-            } else {
-                accepted.to_owned()
-            };
-            let message =
-                format!("expected {}, received {} ({hint})", expectation::<T, D, A>(memory), received(object)?);
-            return Err(Problem::type_error(message).into());
-        }
+        };
+    }
+    let hint = if parse::attribute(object, other)?.is_some() {
+        format!("it exports {}, {other_memory} memory: {way_out}", other.attribute())
+    } else {
+        accepted.to_owned()
     };
-    check::<T, D, A>(&parsed, memory)?;
-    Ok(parsed)
+    let message = format!("expected {}, received {} ({hint})", expectation::<T, D, A>(memory), received(object)?);
+    Err(Problem::type_error(message).into())
 }
 
 /// Checks an array read through DLPack. A read-write argument needs a versioned capsule:
@@ -352,21 +375,29 @@ impl<'py> Argument<'py> {
         dlpack: Option<Py<PyAny>>,
         writable: bool,
     ) -> PyResult<Argument<'py>> {
-        let borrow = registry::acquire(&parsed.descriptor, parsed.extent, writable)?;
-        // Allocated first, so that the contents are written to the heap as they are
-        // built (perf: built on the stack and then moved, they cost one copy more).
-        let mut slot = Box::new_uninit();
-        slot.write(Contents {
-            object,
-            descriptor: parsed.descriptor,
-            c_strides: OnceCell::new(),
-            extent: parsed.extent,
-            borrow,
-            _dlpack: dlpack,
-        });
-        // SAFETY: written just above (`Box::write` does this without `unsafe` from Rust
-        // 1.87, above cai-py's minimum).
-        Ok(Argument(unsafe { slot.assume_init() }))
+        let py = object.py();
+        let (borrow, spare) = registry::acquire(&parsed.descriptor, parsed.extent, writable)?;
+        let mut slot = spare.unwrap_or_else(Box::new_uninit);
+        let contents = slot.as_mut_ptr();
+        // SAFETY: `contents` is valid for writes of a `Contents`, and each field is written
+        // once, in place. (Built whole and then written, as `MaybeUninit::write` does, the
+        // contents were copied twice: LLVM cannot tell that a reused box does not overlap
+        // the parsed array.)
+        unsafe {
+            std::ptr::addr_of_mut!((*contents).object).write(object.unbind());
+            std::ptr::addr_of_mut!((*contents).descriptor).write(parsed.descriptor);
+            std::ptr::addr_of_mut!((*contents).c_strides).write(OnceCell::new());
+            std::ptr::addr_of_mut!((*contents).extent).write(parsed.extent);
+            std::ptr::addr_of_mut!((*contents).borrow).write(borrow);
+            std::ptr::addr_of_mut!((*contents).dlpack).write(dlpack);
+        }
+        // SAFETY: every field was written just above.
+        Ok(Argument { contents: ManuallyDrop::new(unsafe { slot.assume_init() }), py })
+    }
+
+    /// The Python object the array came from.
+    pub(crate) fn object(&self) -> &Bound<'py, PyAny> {
+        self.contents.object.bind(self.py)
     }
 
     /// The `Debug` output of an argument type `name` of `T` with access `A`.
@@ -401,18 +432,33 @@ impl<'py> Argument<'py> {
     }
 }
 
-impl<'py> std::ops::Deref for Argument<'py> {
-    type Target = Contents<'py>;
-    fn deref(&self) -> &Contents<'py> {
-        &self.0
+impl std::ops::Deref for Argument<'_> {
+    type Target = Contents;
+    fn deref(&self) -> &Contents {
+        &self.contents
     }
 }
 
-impl Drop for Contents<'_> {
+impl Drop for Argument<'_> {
     fn drop(&mut self) {
-        if let Some(id) = self.borrow {
-            registry::release(id);
-        }
+        // SAFETY: taken once, here; the field is not used afterwards.
+        let raw = Box::into_raw(unsafe { ManuallyDrop::take(&mut self.contents) });
+        // SAFETY: `raw` points to initialised contents: each field is read out or dropped
+        // in place once, and the allocation is then owned as uninitialised memory of the
+        // same layout. (Moving the contents out whole cost more copies than the `malloc`
+        // and `free` the spare box saves.)
+        let (object, dlpack, borrow, spare) = unsafe {
+            let Contents { object, descriptor, c_strides, dlpack, borrow, .. } = &mut *raw;
+            let (object, dlpack, borrow) = (std::ptr::read(object), std::ptr::read(dlpack), *borrow);
+            std::ptr::drop_in_place(descriptor);
+            std::ptr::drop_in_place(c_strides);
+            (object, dlpack, borrow, Box::from_raw(raw.cast::<MaybeUninit<Contents>>()))
+        };
+        // Released before the references go: dropping them can run Python code (a `__del__`),
+        // which may extract arguments on this thread.
+        registry::release(borrow, spare);
+        drop(object.into_bound(self.py));
+        drop(dlpack.map(|t| t.into_bound(self.py)));
     }
 }
 
@@ -481,7 +527,7 @@ macro_rules! shared_accessors {
 
         /// The Python object the array came from.
         pub fn object(&self) -> &Bound<'py, PyAny> {
-            &self.argument.object
+            self.argument.object()
         }
     };
 }
@@ -525,7 +571,7 @@ impl<'py, T: Element, D: Dimension, A: Access> PyCudaArray<'py, T, D, A> {
     /// pointer accessors without a stream no longer wait on the host. Driver failures and
     /// orderings that a CUDA graph capture forbids are `cai.CudaDriverError`.
     pub fn order_on(&self, stream: &impl ConsumerStream) -> PyResult<()> {
-        let py = self.argument.object.py();
+        let py = self.argument.py;
         order_deferred(py, self.argument.descriptor.stream, self.policy, self.device, Some(stream.target()))?;
         self.pending.set(false);
         Ok(())
@@ -548,7 +594,7 @@ impl<'py, T: Element, D: Dimension, A: Access> PyCudaArray<'py, T, D, A> {
 
     fn settle(&self) -> PyResult<()> {
         if self.pending.get() {
-            let py = self.argument.object.py();
+            let py = self.argument.py;
             order_deferred(py, self.argument.descriptor.stream, self.policy, self.device, None)?;
             self.pending.set(false);
         }
@@ -569,7 +615,7 @@ impl<T: Element, D: Dimension, A: Access> PyCudaArray<'_, T, D, A> {
     /// elements on the producer's stream), for launching cudarc kernels on it. C-contiguous
     /// arrays only (`ValueError` otherwise); `cai.CudaDriverError` without a driver.
     pub fn cudarc_view(&self) -> PyResult<crate::CudaForeign<T, A>> {
-        let py = self.argument.object.py();
+        let py = self.argument.py;
         if !self.is_c_contiguous() {
             return Err(Problem::value_error(format!(
                 "strides: a cudarc view needs a C-contiguous array, received shape {} with strides {}",
@@ -594,7 +640,7 @@ impl<T: Element, D: Dimension, A: Access> PyCudaArray<'_, T, D, A> {
                 }
             },
         };
-        let owner = self.argument.object.clone().unbind();
+        let owner = self.argument.object().clone().unbind();
         let stream = self.argument.descriptor.stream;
         crate::CudaForeign::new(self.device_address(), self.len(), device, stream, owner).map_err(fail)
     }
@@ -637,8 +683,18 @@ mod registry {
         writable: bool,
     }
 
+    /// What a thread's live extractions hold, and the box of the last one dropped.
+    struct Registry {
+        next: u64,
+        held: Vec<Held>,
+        spare: Option<Spare>,
+    }
+
+    /// An argument's box, its contents dropped.
+    pub(super) type Spare = Box<MaybeUninit<Contents>>;
+
     thread_local! {
-        static HELD: RefCell<(u64, Vec<Held>)> = const { RefCell::new((0, Vec::new())) };
+        static REGISTRY: RefCell<Registry> = const { RefCell::new(Registry { next: 0, held: Vec::new(), spare: None }) };
     }
 
     /// The Python frame the current call was made from (0 outside any frame).
@@ -647,16 +703,18 @@ mod registry {
         unsafe { pyo3::ffi::PyEval_GetFrame() as usize }
     }
 
-    /// Registers the bytes of `d`; `None` for an array that reaches no byte.
-    pub(super) fn acquire(d: &Descriptor, extent: Extent, writable: bool) -> PyResult<Option<u64>> {
-        if extent.is_empty() {
-            return Ok(None);
-        }
-        let bytes = d.byte_range_of(extent).map_err(crate::error::to_py_err)?;
-        let (start, end) = (bytes.start, bytes.end);
-        let frame = calling_frame();
-        HELD.with(|held| {
-            let (next, held) = &mut *held.borrow_mut();
+    /// Registers the bytes of `d` (no entry for an array that reaches no byte), and takes
+    /// the thread's spare box.
+    pub(super) fn acquire(d: &Descriptor, extent: Extent, writable: bool) -> PyResult<(Option<u64>, Option<Spare>)> {
+        let bytes = if extent.is_empty() {
+            None
+        } else {
+            Some((d.byte_range_of(extent).map_err(crate::error::to_py_err)?, calling_frame()))
+        };
+        let taken = REGISTRY.try_with(|registry| {
+            let Registry { next, held, spare } = &mut *registry.borrow_mut();
+            let Some((bytes, frame)) = bytes else { return Ok((None, spare.take())) };
+            let (start, end) = (bytes.start, bytes.end);
             let clash =
                 held.iter().find(|h| h.frame == frame && h.start < end && start < h.end && (writable || h.writable));
             if let Some(other) = clash {
@@ -668,17 +726,31 @@ mod registry {
                     "data: bytes 0x{start:x}..0x{end:x} overlap bytes 0x{:x}..0x{:x} of another argument of this \
                      call; {kinds} may not share memory",
                     other.start, other.end
-                ))
-                .into());
+                )));
             }
             *next += 1;
             held.push(Held { id: *next, frame, start, end, writable });
-            Ok(Some(*next))
-        })
+            Ok((Some(*next), spare.take()))
+        });
+        match taken {
+            Ok(result) => result.map_err(PyErr::from),
+            Err(_) => Err(Problem::buffer_error(
+                "data: this thread is ending and its overlap registry is gone; no argument can be extracted".to_owned(),
+            )
+            .into()),
+        }
     }
 
-    pub(super) fn release(id: u64) {
+    /// Removes entry `id` and keeps `spare` as the thread's spare box (when it has none).
+    pub(super) fn release(id: Option<u64>, spare: Spare) {
         // During thread teardown the registry may be gone already: nothing to release.
-        let _ = HELD.try_with(|held| held.borrow_mut().1.retain(|h| h.id != id));
+        let _ = REGISTRY.try_with(|registry| {
+            let Registry { held, spare: kept, .. } = &mut *registry.borrow_mut();
+            // Arguments mostly go in the reverse order of their extraction: the last first.
+            if let Some(i) = id.and_then(|id| held.iter().rposition(|h| h.id == id)) {
+                held.remove(i);
+            }
+            kept.get_or_insert(spare);
+        });
     }
 }

@@ -113,7 +113,7 @@ impl<'py, T: Element, D: Dimension, A: Access> PyHostArray<'py, T, D, A> {
                 d.typestr,
                 py_tuple(self.shape()),
                 py_tuple(self.strides()),
-                crate::error::qualified_type_name(&self.argument.object)?
+                crate::error::qualified_type_name(self.argument.object())?
             ))
             .into());
         }

@@ -731,6 +731,38 @@ def test_overlap_is_a_property_of_one_call_not_of_the_process():
     assert out == {"A": "ok", "B": "ok", "inner": "ok", "outer": "ok", "same call": "BufferError"}
 
 
+def test_an_argument_whose_last_reference_goes_with_it_may_extract_again_from_del():
+    # The argument's object is released as the argument goes (after the call, or after a
+    # later argument fails); its `__del__` then extracts on the same thread, which reuses
+    # the box the argument has just given back, and must find the registry consistent.
+    out = results(
+        """
+        seen = []
+        def dev(ptr, n=16):
+            return {"version": 3, "shape": (n,), "typestr": "<f4", "data": (ptr, False)}
+        class Dying(P):
+            def __del__(self):
+                seen.append(outcome(lambda: fx.add_into(P(get=lambda: dev(PTR)), P(get=lambda: dev(PTR + 1024)))))
+                seen.append(outcome(lambda: fx.add_into(P(get=lambda: dev(PTR)), P(get=lambda: dev(PTR + 32)))))
+        result = {}
+        result["call"] = outcome(lambda: fx.add_into(Dying(get=lambda: dev(PTR)), P(get=lambda: dev(PTR + 1024))))
+        # The second argument fails: the first, already extracted, goes then.
+        result["failed call"] = outcome(lambda: fx.add_into(Dying(get=lambda: dev(PTR)), P(get=lambda: {"version": 3})))
+        for _ in range(1000):
+            fx.add_into(Dying(get=lambda: dev(PTR)), P(get=lambda: dev(PTR + 1024)))
+        result["inner"] = sorted(set(seen))
+        result["after"] = outcome(lambda: fx.add_into(P(get=lambda: dev(PTR)), P(get=lambda: dev(PTR + 32))))
+        print(result)
+        """
+    )
+    assert out == {
+        "call": "ok",
+        "failed call": "TypeError",
+        "inner": ["BufferError", "ok"],
+        "after": "BufferError",
+    }, out
+
+
 @pytest.mark.parametrize("where", ["__dlpack_device__", "__dlpack__"])
 def test_dlpack_producers_that_raise_or_lie_reach_the_extractors_cleanly(where):
     out = results(
