@@ -448,7 +448,8 @@ impl Drop for Argument<'_> {
         // same layout. (Moving the contents out whole cost more copies than the `malloc`
         // and `free` the spare box saves.)
         let (object, dlpack, borrow, spare) = unsafe {
-            let Contents { object, descriptor, c_strides, dlpack, borrow, .. } = &mut *raw;
+            // Every field named: a new one must be handled here, and written in `register`.
+            let Contents { object, descriptor, c_strides, extent: _, borrow, dlpack } = &mut *raw;
             let (object, dlpack, borrow) = (std::ptr::read(object), std::ptr::read(dlpack), *borrow);
             std::ptr::drop_in_place(descriptor);
             std::ptr::drop_in_place(c_strides);
@@ -711,6 +712,7 @@ mod registry {
         } else {
             Some((d.byte_range_of(extent).map_err(crate::error::to_py_err)?, calling_frame()))
         };
+        let empty = bytes.is_none();
         let taken = REGISTRY.try_with(|registry| {
             let Registry { next, held, spare } = &mut *registry.borrow_mut();
             let Some((bytes, frame)) = bytes else { return Ok((None, spare.take())) };
@@ -734,6 +736,8 @@ mod registry {
         });
         match taken {
             Ok(result) => result.map_err(PyErr::from),
+            // An array that reaches no byte needs no entry (nor a spare box).
+            Err(_) if empty => Ok((None, None)),
             Err(_) => Err(Problem::buffer_error(
                 "data: this thread is ending and its overlap registry is gone; no argument can be extracted".to_owned(),
             )

@@ -732,34 +732,56 @@ def test_overlap_is_a_property_of_one_call_not_of_the_process():
 
 
 def test_an_argument_whose_last_reference_goes_with_it_may_extract_again_from_del():
-    # The argument's object is released as the argument goes (after the call, or after a
-    # later argument fails); its `__del__` then extracts on the same thread, which reuses
-    # the box the argument has just given back, and must find the registry consistent.
+    # A DLPack producer's tensor lives only in the argument: its `__del__` runs while the
+    # argument is dropped, inside the call, and extracts again on the same thread (which
+    # reuses the box the argument has just given back, and must find the registry
+    # consistent). Then the same with the last reference in the caller's arguments, whose
+    # `__del__` runs as the call returns.
     out = results(
         """
-        seen = []
+        import numpy as np
+        seen, inside = [], [False]
+        x, y = np.zeros(16, np.float32), np.zeros(16, np.float32)
+        def again(*tag):
+            seen.append((*tag, outcome(lambda: fx.host_add_into(x, y)), outcome(lambda: fx.host_add_into(x, x))))
+        class Dying(np.ndarray):
+            def __del__(self):
+                # Nothing but the argument holds this array: `inside` shows that it went
+                # before the call returned.
+                again("dlpack", inside[0])
+        class Fresh:
+            def __dlpack_device__(self):
+                return (1, 0)
+            def __dlpack__(self, **kw):
+                return np.arange(16, dtype=np.float32).view(Dying).__dlpack__(**kw)
+        def call(f):
+            inside[0] = True
+            try:
+                return f()
+            finally:
+                inside[0] = False
+        result = {}
+        result["call"] = outcome(lambda: call(lambda: tuple(fx.host_shape_f32(Fresh()))))
+        # A later argument fails: the first, already extracted, goes then.
+        result["failed call"] = outcome(lambda: call(lambda: fx.host_add_into(Fresh(), P(host=True, get=lambda: {}))))
         def dev(ptr, n=16):
             return {"version": 3, "shape": (n,), "typestr": "<f4", "data": (ptr, False)}
-        class Dying(P):
+        class DyingProducer(P):
             def __del__(self):
-                seen.append(outcome(lambda: fx.add_into(P(get=lambda: dev(PTR)), P(get=lambda: dev(PTR + 1024)))))
-                seen.append(outcome(lambda: fx.add_into(P(get=lambda: dev(PTR)), P(get=lambda: dev(PTR + 32)))))
-        result = {}
-        result["call"] = outcome(lambda: fx.add_into(Dying(get=lambda: dev(PTR)), P(get=lambda: dev(PTR + 1024))))
-        # The second argument fails: the first, already extracted, goes then.
-        result["failed call"] = outcome(lambda: fx.add_into(Dying(get=lambda: dev(PTR)), P(get=lambda: {"version": 3})))
-        for _ in range(1000):
-            fx.add_into(Dying(get=lambda: dev(PTR)), P(get=lambda: dev(PTR + 1024)))
+                again("producer")
+        for _ in range(200):
+            fx.add_into(DyingProducer(get=lambda: dev(PTR)), P(get=lambda: dev(PTR + 1024)))
+            call(lambda: fx.host_shape_f32(Fresh()))
         result["inner"] = sorted(set(seen))
-        result["after"] = outcome(lambda: fx.add_into(P(get=lambda: dev(PTR)), P(get=lambda: dev(PTR + 32))))
+        result["after"] = (outcome(lambda: fx.host_add_into(x, y)), outcome(lambda: fx.host_add_into(x, x)))
         print(result)
         """
     )
     assert out == {
         "call": "ok",
         "failed call": "TypeError",
-        "inner": ["BufferError", "ok"],
-        "after": "BufferError",
+        "inner": [("dlpack", True, "ok", "BufferError"), ("producer", "ok", "BufferError")],
+        "after": ("ok", "BufferError"),
     }, out
 
 
