@@ -223,7 +223,7 @@ pub(crate) struct Contents {
 /// (The tensor is not returned with the array: a pair would be one more copy of the
 /// array's few hundred bytes on every extraction.)
 // The common read is inlined into the extraction; what an object without the interface
-// needs is out of line (inlined as well, it cost each extraction some 60 instructions).
+// needs is out of line (inlined as well, it cost each extraction about 50 instructions).
 #[inline(always)]
 pub(crate) fn read<T: Element, D: Dimension, A: Access>(
     object: &Bound<'_, PyAny>,
