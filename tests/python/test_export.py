@@ -169,3 +169,52 @@ def test_export_does_not_leak():
     for _ in range(10_000):
         d.__cuda_array_interface__
     assert sys.getrefcount(d) == before
+
+
+class _Stored:
+    def __init__(self, desc):
+        self.__cuda_array_interface__ = desc
+
+
+@pytest.mark.parametrize("cls, attr", [(cai.CudaArray, "__cuda_array_interface__"), (cai.HostArray, "__array_interface__")])
+def test_the_views_interface_attribute_is_a_read_only_c_getter(cls, attr):
+    descriptor = cls.__dict__[attr]
+    assert type(descriptor).__name__ == "getset_descriptor"
+    assert descriptor.__doc__.startswith("The view's own interface dict")
+    for other in (object(), 3, np.zeros(2)):
+        with pytest.raises(TypeError, match=f"'{attr}'.*doesn't apply to a"):
+            descriptor.__get__(other, type(other))
+    view = cai.as_array(np.zeros(3)) if cls is cai.HostArray else cai.as_cuda_array(
+        _Stored({"shape": (3,), "typestr": "<f8", "data": (DEVICE, False), "version": 3})
+    )
+    with pytest.raises(AttributeError, match="not writable"):
+        setattr(view, attr, {})
+    with pytest.raises(AttributeError, match="not writable"):
+        delattr(view, attr)
+
+
+def test_every_read_of_a_views_dict_is_a_new_copy_whatever_the_last_did_to_its_own():
+    # The first read builds the view's dict and later ones copy it; a record view's and a
+    # masked view's dicts hold lists and masks, and are built anew on each read.
+    plain = {"shape": (2, 3), "typestr": "<f4", "data": (DEVICE, False), "version": 3, "stream": 7}
+    record = {"shape": (4,), "typestr": "|V8", "descr": [("a", "<f4"), ("b", "<i4")], "data": (DEVICE, True), "version": 3}
+    for desc in (plain, record):
+        view = cai.as_cuda_array(_Stored(desc), sync=False)
+        first = view.__cuda_array_interface__
+        expected = dict(first, descr=list(first["descr"])) if "descr" in first else dict(first)
+        for _ in range(3):
+            d = view.__cuda_array_interface__
+            assert d == expected and d is not first
+            d["shape"] = (99,)
+            d.pop("data")
+            if "descr" in d:
+                d["descr"].append(("c", "<f8"))
+    masked = cai.as_cuda_array(fx.MaskedDevice(DEVICE, DEVICE + 4096, 3))
+    dicts = [masked.__cuda_array_interface__ for _ in range(3)]
+    assert all(d["mask"].__cuda_array_interface__["data"][0] == DEVICE + 4096 for d in dicts)
+    assert dicts[0] is not dicts[1] and dicts[0] == dicts[1]
+    host = cai.as_array(np.arange(6, dtype=np.int16).reshape(2, 3))
+    copies = [host.__array_interface__ for _ in range(3)]
+    copies[0]["shape"] = (6,)
+    assert copies[1]["shape"] == (2, 3) and host.__array_interface__["shape"] == (2, 3)
+    np.testing.assert_array_equal(np.asarray(host), np.arange(6, dtype=np.int16).reshape(2, 3))

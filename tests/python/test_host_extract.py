@@ -240,6 +240,9 @@ def test_views_work_without_the_cai_package():
         assert type(v).__module__ == "cai_py", type(v).__module__
         assert np.asarray(v).tolist() == [[0, 1, 2], [3, 4, 5]]
         assert fx.host_describe(v)[1] == [2, 3]
+        # The module's own classes have the views' C getter as well.
+        assert type(type(v).__dict__["__array_interface__"]).__name__ == "getset_descriptor"
+        assert [v.__array_interface__["shape"] for _ in range(2)] == [(2, 3), (2, 3)]
         print("ok")
         """
     )
