@@ -253,22 +253,16 @@ impl GetterDef {
 /// The docstring of the views' interface attributes.
 const INTERFACE_DOC: &CStr = c"The view's own interface dict, so that it can be handed to any consumer.";
 
-/// Runs `f` for a C getter with the thread attached: an exception is set and null returned
-/// for an error, and a panic (which no path should reach) becomes a `SystemError`, never
-/// an unwind across the C boundary.
-fn guarded_getter(
-    f: impl FnOnce(Python<'_>) -> PyResult<Bound<'_, PyAny>> + std::panic::UnwindSafe,
-) -> *mut ffi::PyObject {
-    let outcome =
-        std::panic::catch_unwind(|| Python::attach(|py| f(py).map(Bound::into_ptr).map_err(|e| e.restore(py))));
-    match outcome {
-        Ok(Ok(object)) => object,
-        Ok(Err(())) => std::ptr::null_mut(),
-        Err(_) => Python::attach(|py| {
+/// Runs `f`, a panic (which no path should reach) turned into the exception the failing
+/// call left set, if any, else a `SystemError`: never an unwind across the C boundary, nor
+/// a `PanicException`. (pyo3's panic on a null object, after a failed allocation, reports
+/// the `MemoryError` as unraisable first: it becomes the `SystemError`.)
+fn unwind_guard<R>(py: Python<'_>, f: impl FnOnce() -> PyResult<R>) -> PyResult<R> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(_) => Err(PyErr::take(py).unwrap_or_else(|| {
             pyo3::exceptions::PySystemError::new_err("cai: internal error (a panic) in an interface getter")
-                .restore(py);
-            std::ptr::null_mut()
-        }),
+        })),
     }
 }
 
@@ -377,11 +371,23 @@ macro_rules! view_class {
                     // used after it, which may run Python code (a collection).
                     return unsafe { ffi::PyDict_Copy(dict.as_ptr()) };
                 }
-                guarded_getter(|py| {
-                    // SAFETY: as above; the view is borrowed for this call only.
-                    let view = unsafe { Borrowed::from_ptr(py, slf).cast_unchecked::<$ty>() };
-                    $ty::interface(&view).map(Bound::into_any)
-                })
+                // Anything else through pyo3's wrapper, which (unlike `Python::attach`)
+                // checks nothing that fails while the interpreter shuts down, when a
+                // `__del__` may still read a view.
+                let full = pyo3::impl_::trampoline::get_trampoline_function!(unaryfunc, $ty::interface_full);
+                // SAFETY: as CPython promises (above): attached, `slf` live.
+                unsafe { full(slf) }
+            }
+
+            /// [`interface`](Self::interface) for [`interface_getter`](Self::interface_getter).
+            ///
+            /// # Safety
+            ///
+            /// As for `interface_getter`.
+            unsafe fn interface_full(py: Python<'_>, slf: *mut ffi::PyObject) -> PyResult<*mut ffi::PyObject> {
+                // SAFETY: as the caller promises, `slf` is a live instance of this class.
+                let view = unsafe { Borrowed::from_ptr(py, slf).cast_unchecked::<$ty>() };
+                unwind_guard(py, || $ty::interface(&view).map(Bound::into_ptr))
             }
 
             /// The getter definition of [`interface_getter`](Self::interface_getter).
@@ -541,7 +547,15 @@ macro_rules! view_class {
                     return this.core.interface(slf.as_any(), $iface);
                 }
                 let py = slf.py();
-                let dict = this.dict.get_or_try_init(py, || this.core.interface(slf.as_any(), $iface).map(Bound::unbind))?;
+                let dict = this.dict.get_or_try_init(py, || {
+                    let dict = this.core.interface(slf.as_any(), $iface)?;
+                    // Off the collector's lists, where `gc.get_objects()` would hand it to
+                    // code that could change what every later read copies. It holds ints,
+                    // strs, tuples of them and None: it is part of no cycle.
+                    // SAFETY: a live dict, which no other code holds.
+                    unsafe { ffi::PyObject_GC_UnTrack(dict.as_ptr().cast()) };
+                    PyResult::Ok(dict.unbind())
+                })?;
                 dict.bind(py).copy()
             }
 

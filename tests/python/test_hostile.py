@@ -957,3 +957,58 @@ def test_views_and_tensors_refuse_every_pickle_protocol_and_copy():
         """
     )
     assert out == ["cannot pickle 'cai.DLPackTensor' object", "cannot pickle 'cai.HostArray' object"]
+
+
+# -- a view's interface dict, read late or looked for -------------------------------------------------
+
+
+def test_views_read_from_a_del_at_shutdown_export_their_dicts():
+    # Every read path (a plain view's first and later reads, and a record view's dict,
+    # built on each read) from objects freed while the interpreter shuts down: no read
+    # may need what shutdown takes away (pyo3's checks of the interpreter's state).
+    out = run(
+        """
+        import numpy as np
+        class Late:
+            def __init__(self, label, view, reads):
+                self.label, self.view, self.reads = label, view, reads
+            def __del__(self):
+                shapes = [getattr(self.view, self.attr)["shape"] for _ in range(self.reads)]
+                print(self.label, shapes, flush=True)
+        def dev(desc):
+            return cai.as_cuda_array(P(get=lambda: desc), sync=False)
+        record = {"shape": (4,), "typestr": "|V8", "descr": [("a", "<f4"), ("b", "<i4")], "data": (PTR, True), "version": 3}
+        late = []
+        for label, view, reads in [
+            ("host first", cai.as_array(np.zeros(3)), 2),
+            ("device first", dev({"shape": (5,), "typestr": "<f4", "data": (PTR, False), "version": 3}), 2),
+            ("record", dev(record), 2),
+        ]:
+            late.append(Late(label, view, reads))
+            late[-1].attr = "__array_interface__" if label.startswith("host") else "__cuda_array_interface__"
+        # No view is read before: the first read of all comes at shutdown.
+        """
+    )
+    assert sorted(out.splitlines()) == ["device first [(5,), (5,)]", "host first [(3,), (3,)]", "record [(4,), (4,)]"], out
+
+
+def test_the_dict_a_view_copies_is_out_of_the_collectors_reach():
+    # gc.get_objects() lists what the collector tracks: the view's own dict must not be
+    # among them, or code could change what every later read (and numpy) trusts.
+    out = results(
+        """
+        import numpy as np
+        base = np.arange(3.0)
+        views = [cai.as_array(base), cai.as_cuda_array(P(get=lambda: {"shape": (3,), "typestr": "<f8", "data": (PTR, False), "version": 3}), sync=False)]
+        for v in views:
+            v.__array_interface__ if isinstance(v, cai.HostArray) else v.__cuda_array_interface__
+        found = 0
+        for o in gc.get_objects():
+            if type(o) is dict and o.get("shape") == (3,) and o.get("typestr") == "<f8" and "version" in o:
+                found += 1
+                o["shape"] = (1_000_000,)
+        after = [views[0].__array_interface__["shape"], views[1].__cuda_array_interface__["shape"], np.asarray(views[0]).shape]
+        print({"after": after})
+        """
+    )
+    assert out == {"after": [(3,), (3,), (3,)]}
