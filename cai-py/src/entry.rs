@@ -25,12 +25,25 @@ pub(crate) type Fastcall = unsafe extern "C" fn(
 /// CPython since 3.7.
 pub(crate) const METH_FASTCALL: c_int = 0x0080;
 
-/// A METH_FASTCALL | METH_KEYWORDS method definition, which CPython reads and nothing
-/// writes, for the life of the process.
-pub(crate) struct MethodDef(UnsafeCell<ffi::PyMethodDef>);
+/// A definition CPython takes by pointer (a method's, a getter's), which it reads and
+/// nothing writes, for the life of the process.
+pub(crate) struct StaticDef<T>(UnsafeCell<T>);
 
 // SAFETY: the definition is never written after it is made; CPython only reads it.
-unsafe impl Sync for MethodDef {}
+unsafe impl<T> Sync for StaticDef<T> {}
+
+impl<T> StaticDef<T> {
+    /// The definition, for CPython's functions that take one.
+    pub(crate) fn as_ptr(&self) -> *mut T {
+        self.0.get()
+    }
+}
+
+/// A METH_FASTCALL | METH_KEYWORDS method definition.
+pub(crate) type MethodDef = StaticDef<ffi::PyMethodDef>;
+
+/// A read-only attribute's definition.
+pub(crate) type GetterDef = StaticDef<ffi::PyGetSetDef>;
 
 impl MethodDef {
     /// The definition of `method`, named `name`, whose docstring `doc` starts with its
@@ -39,17 +52,25 @@ impl MethodDef {
         // SAFETY: CPython calls `ml_meth` with the signature its flags name (C casts every
         // function to `PyCFunction` the same way); function pointers have one size.
         let method = unsafe { std::mem::transmute::<Fastcall, ffi::PyCFunction>(method) };
-        MethodDef(UnsafeCell::new(ffi::PyMethodDef {
+        StaticDef(UnsafeCell::new(ffi::PyMethodDef {
             ml_name: name.as_ptr(),
             ml_meth: ffi::PyMethodDefPointer { PyCFunction: method },
             ml_flags: METH_FASTCALL | ffi::METH_KEYWORDS,
             ml_doc: doc.as_ptr(),
         }))
     }
+}
 
-    /// The definition, for CPython's functions that take one.
-    pub(crate) fn as_ptr(&self) -> *mut ffi::PyMethodDef {
-        self.0.get()
+impl GetterDef {
+    /// The definition of a read-only attribute `name`, read by `get`.
+    pub(crate) const fn getter(name: &'static CStr, doc: &'static CStr, get: ffi::getter) -> GetterDef {
+        StaticDef(UnsafeCell::new(ffi::PyGetSetDef {
+            name: name.as_ptr(),
+            get: Some(get),
+            set: None,
+            doc: doc.as_ptr(),
+            closure: std::ptr::null_mut(),
+        }))
     }
 }
 

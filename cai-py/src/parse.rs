@@ -789,6 +789,8 @@ fn collect(dict: &Bound<'_, PyDict>, iface: Interface, out: &mut Vec<String>, al
 /// it already has.
 const MASKS_TOO_DEEP: &str = "mask: masks nest deeper than cai reads (64 nested interfaces): a mask that is its own \
                               array, or a chain of masks that does not end";
+// The message states the limit, which a `const` str cannot format: kept equal here.
+const _: () = assert!(MAX_NESTING == 64, "MASKS_TOO_DEEP states MAX_NESTING");
 
 /// The mask's descriptor when it has no problem; its problems noted with a `mask: ` prefix.
 ///

@@ -1,6 +1,5 @@
 //! `cai.CudaArray` and `cai.HostArray`: validated, zero-copy views of a producer's array.
 
-use std::cell::UnsafeCell;
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -12,7 +11,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use pyo3::{ffi, intern, Borrowed};
 use pyo3::{PyTraverseError, PyVisit};
 
-use crate::entry::MethodDef;
+use crate::entry::{GetterDef, MethodDef};
 use crate::error::{py_tuple, to_py_err};
 use crate::export::{descr_list, interface_dict};
 use crate::parse::{must_propagate, Interface, Parsed};
@@ -197,18 +196,8 @@ the array API standard's __dlpack__).";
 ///   instructions of a read), in place of pyo3's property of the same name.
 pub(crate) fn install_methods(py: Python<'_>) -> PyResult<()> {
     let classes = [
-        (
-            py.get_type::<CudaArray>(),
-            CudaArray::dlpack_def(),
-            CudaArray::interface_def(),
-            intern!(py, "__cuda_array_interface__"),
-        ),
-        (
-            py.get_type::<HostArray>(),
-            HostArray::dlpack_def(),
-            HostArray::interface_def(),
-            intern!(py, "__array_interface__"),
-        ),
+        (py.get_type::<CudaArray>(), CudaArray::dlpack_def(), CudaArray::interface_def(), Interface::Cuda.interned(py)),
+        (py.get_type::<HostArray>(), HostArray::dlpack_def(), HostArray::interface_def(), Interface::Host.interned(py)),
     ];
     for (class, dlpack, interface, attribute) in classes {
         // SAFETY: the definitions live for the process and the class is a live type
@@ -224,30 +213,6 @@ pub(crate) fn install_methods(py: Python<'_>) -> PyResult<()> {
         class.setattr(attribute, getter)?;
     }
     Ok(())
-}
-
-/// A getter's definition, which CPython reads and nothing writes, for the life of the
-/// process.
-pub(crate) struct GetterDef(UnsafeCell<ffi::PyGetSetDef>);
-
-// SAFETY: the definition is never written after it is made; CPython only reads it.
-unsafe impl Sync for GetterDef {}
-
-impl GetterDef {
-    const fn new(name: &'static CStr, doc: &'static CStr, get: ffi::getter) -> GetterDef {
-        GetterDef(UnsafeCell::new(ffi::PyGetSetDef {
-            name: name.as_ptr(),
-            get: Some(get),
-            set: None,
-            doc: doc.as_ptr(),
-            closure: std::ptr::null_mut(),
-        }))
-    }
-
-    /// The definition, for CPython's functions that take one.
-    fn as_ptr(&self) -> *mut ffi::PyGetSetDef {
-        self.0.get()
-    }
 }
 
 /// The docstring of the views' interface attributes.
@@ -393,7 +358,7 @@ macro_rules! view_class {
             /// The getter definition of [`interface_getter`](Self::interface_getter).
             fn interface_def() -> &'static GetterDef {
                 static DEF: GetterDef =
-                    GetterDef::new($c_attr, INTERFACE_DOC, $ty::interface_getter);
+                    GetterDef::getter($c_attr, INTERFACE_DOC, $ty::interface_getter);
                 &DEF
             }
 
