@@ -83,6 +83,7 @@ struct Entry {
 
 static AS_CUDA_ARRAY: Entry = Entry { full: OnceLock::new(), def: OnceLock::new() };
 static AS_ARRAY: Entry = Entry { full: OnceLock::new(), def: OnceLock::new() };
+static FROM_CUDA_ARRAY_INTERFACE: Entry = Entry { full: OnceLock::new(), def: OnceLock::new() };
 
 /// The common call read here; any other handed to pyo3's function.
 ///
@@ -159,15 +160,29 @@ fn as_cuda_array_defaults<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, P
     crate::api::as_cuda_array(obj, None, None, None, None, None)
 }
 
+/// `cai.from_cuda_array_interface(desc)`: no owner, every option at its default.
+fn from_cuda_array_interface_defaults<'py>(desc: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    crate::api::from_cuda_array_interface(desc, None, None, None, None, None, None)
+}
+
 entry!(as_cuda_array_entry, as_cuda_array_common, AS_CUDA_ARRAY, as_cuda_array_defaults);
 entry!(as_array_entry, as_array_common, AS_ARRAY, crate::api::as_array);
+entry!(
+    from_cuda_array_interface_entry,
+    from_cuda_array_interface_common,
+    FROM_CUDA_ARRAY_INTERFACE,
+    from_cuda_array_interface_defaults
+);
 
-/// Adds `as_cuda_array` and `as_array` to `module`, each reading its common call itself.
+/// Adds `as_cuda_array`, `as_array` and `from_cuda_array_interface` to `module`, each
+/// reading its common call itself.
 pub(crate) fn add_import_functions(module: &Bound<'_, PyModule>) -> PyResult<()> {
     let as_cuda_array = pyo3::wrap_pyfunction!(crate::api::as_cuda_array, module)?;
     add(module, &AS_CUDA_ARRAY, &as_cuda_array, as_cuda_array_entry)?;
     let as_array = pyo3::wrap_pyfunction!(crate::api::as_array, module)?;
-    add(module, &AS_ARRAY, &as_array, as_array_entry)
+    add(module, &AS_ARRAY, &as_array, as_array_entry)?;
+    let from_interface = pyo3::wrap_pyfunction!(crate::api::from_cuda_array_interface, module)?;
+    add(module, &FROM_CUDA_ARRAY_INTERFACE, &from_interface, from_cuda_array_interface_entry)
 }
 
 /// Adds to `module` a function named as pyo3's `full`, with its signature and docstring,

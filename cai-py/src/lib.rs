@@ -133,8 +133,7 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<HostArray>()?;
     view::install_methods(py)?;
     module.add("CudaDriverError", py.get_type::<CudaDriverError>())?;
-    entry::add_import_functions(module)?; // as_cuda_array, as_array
-    module.add_function(pyo3::wrap_pyfunction!(from_cuda_array_interface, module)?)?;
+    entry::add_import_functions(module)?; // as_cuda_array, as_array, from_cuda_array_interface
     module.add_function(pyo3::wrap_pyfunction!(from_dlpack, module)?)?;
     module.add_class::<DLPackTensor>()?;
     module.add_function(pyo3::wrap_pyfunction!(validate, module)?)?;

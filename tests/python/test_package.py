@@ -32,8 +32,9 @@ def test_classes_live_in_the_cai_module():
 
 
 def test_import_functions_read_every_call_form_as_their_signature_says():
-    # `as_cuda_array(obj)` and `as_array(obj)` are read by cai itself; every other call
-    # goes to the full argument reader. Both must agree with the signature.
+    # `as_cuda_array(obj)`, `as_array(obj)` and `from_cuda_array_interface(desc)` are read
+    # by cai itself; every other call goes to the full argument reader. Both must agree
+    # with the signature.
     import inspect
     import pickle
 
@@ -45,12 +46,23 @@ def test_import_functions_read_every_call_form_as_their_signature_says():
         "(obj, *, sync=True, stream=None, policy=None, check_pointers=None, allow_other_device=False)"
     )
     assert str(inspect.signature(cai.as_array)) == "(obj)"
-    for f in (cai.as_cuda_array, cai.as_array):
-        assert f.__module__ == "cai._cai" and f.__doc__.startswith("Reads `obj.")
+    assert str(inspect.signature(cai.from_cuda_array_interface)) == (
+        "(desc, owner=None, *, sync=True, stream=None, policy=None, check_pointers=None, allow_other_device=False)"
+    )
+    for f in (cai.as_cuda_array, cai.as_array, cai.from_cuda_array_interface):
+        assert f.__module__ == "cai._cai" and f.__doc__.startswith(("Reads `obj.", "The same as `as_cuda_array`"))
         assert pickle.loads(pickle.dumps(f)) is f
     p, arr = Producer(cai_dict()), np.arange(3.0)
     assert cai.as_cuda_array(p).ptr == cai.as_cuda_array(obj=p).ptr == cai.as_cuda_array(*[p], sync=False).ptr
     assert cai.as_array(arr).ptr == cai.as_array(obj=arr).ptr == arr.ctypes.data
+    d = cai_dict()
+    alone, named, owned = (
+        cai.from_cuda_array_interface(d),
+        cai.from_cuda_array_interface(desc=d),
+        cai.from_cuda_array_interface(d, p, sync=False),
+    )
+    assert alone.ptr == named.ptr == owned.ptr == d["data"][0]
+    assert alone.owner is None and named.owner is None and owned.owner is p
     errors = [
         (lambda: cai.as_cuda_array(), "as_cuda_array() missing 1 required positional argument: 'obj'"),
         (lambda: cai.as_cuda_array(p, p), "as_cuda_array() takes 1 positional arguments but 2 were given"),
@@ -59,6 +71,18 @@ def test_import_functions_read_every_call_form_as_their_signature_says():
         (lambda: cai.as_array(), "as_array() missing 1 required positional argument: 'obj'"),
         (lambda: cai.as_array(arr, arr), "as_array() takes 1 positional arguments but 2 were given"),
         (lambda: cai.as_array(arr, sync=True), "as_array() got an unexpected keyword argument 'sync'"),
+        (
+            lambda: cai.from_cuda_array_interface(),
+            "from_cuda_array_interface() missing 1 required positional argument: 'desc'",
+        ),
+        (
+            lambda: cai.from_cuda_array_interface(d, p, p),
+            "from_cuda_array_interface() takes from 1 to 2 positional arguments but 3 were given",
+        ),
+        (
+            lambda: cai.from_cuda_array_interface(d, bogus=1),
+            "from_cuda_array_interface() got an unexpected keyword argument 'bogus'",
+        ),
     ]
     for call, message in errors:
         with pytest.raises(TypeError) as e:
@@ -67,4 +91,7 @@ def test_import_functions_read_every_call_form_as_their_signature_says():
     # The one-argument form reports the producer's problems as the full one does.
     for call in (lambda: cai.as_cuda_array(1), lambda: cai.as_cuda_array(1, sync=True)):
         with pytest.raises(TypeError, match="__cuda_array_interface__: objects of type 'int' do not export it"):
+            call()
+    for call in (lambda: cai.from_cuda_array_interface({}), lambda: cai.from_cuda_array_interface({}, None)):
+        with pytest.raises(TypeError, match="version: required key is missing"):
             call()
