@@ -7,6 +7,7 @@ use pyo3::types::{PyBool, PyDict, PyString};
 
 use crate::config::{self, Config};
 use crate::error::{received, Problem};
+use crate::once::interned;
 use crate::parse::{self, must_propagate, no_interface, Interface, Parsed};
 use crate::sync::{consume, Caller, ImportOptions};
 use crate::view::Core;
@@ -56,12 +57,12 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
         let raw = obj.extract::<i64>().map_err(|e| handle_of(obj, "", e))?;
         return from_int(raw);
     }
-    let handle = if let Some(method) = obj.getattr_opt(pyo3::intern!(py, "__cuda_stream__"))? {
+    let handle = if let Some(method) = obj.getattr_opt(interned!(py, "__cuda_stream__")?)? {
         let pair = method.call0()?;
         pair.extract::<(i64, usize)>().map_err(|e| handle_of(&pair, "__cuda_stream__()", e))?.1
-    } else if let Some(h) = obj.getattr_opt(pyo3::intern!(py, "cuda_stream"))? {
+    } else if let Some(h) = obj.getattr_opt(interned!(py, "cuda_stream")?)? {
         h.extract::<usize>().map_err(|e| handle_of(&h, ".cuda_stream", e))?
-    } else if let Some(h) = obj.getattr_opt(pyo3::intern!(py, "ptr"))? {
+    } else if let Some(h) = obj.getattr_opt(interned!(py, "ptr")?)? {
         // A cai view's `.ptr` is its data pointer, not a stream.
         for key in ["__cuda_array_interface__", "__array_interface__", "__dlpack__"] {
             if obj.get_type().getattr_opt(key)?.is_some() {
@@ -74,6 +75,8 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
         let raw = match obj.extract::<i64>() {
             Ok(raw) => raw,
             Err(e) if must_propagate(py, &e) => return Err(e),
+            // An index, but one no stream handle has.
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) => return Err(handle_of(obj, "", e)),
             Err(_) => return Err(not_a_stream()),
         };
         return from_int(raw);
@@ -438,8 +441,21 @@ pub fn cuda_driver_present() -> bool {
 /// 'managed', 'allocation': (start, end) or None}`. `cai.CudaDriverError` without a driver;
 /// `ValueError` for memory the driver does not know.
 #[pyfunction]
-pub fn pointer_attributes<'py>(py: Python<'py>, ptr: usize) -> PyResult<Bound<'py, PyDict>> {
-    pointer_attributes_impl(py, ptr)
+pub fn pointer_attributes<'py>(ptr: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    let py = ptr.py();
+    let value = match ptr.extract::<usize>() {
+        Ok(value) if !ptr.is_instance_of::<PyBool>() => value,
+        Err(e) if must_propagate(py, &e) => return Err(e),
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) => {
+            return Err(Problem::value_error(format!(
+                "ptr: {} is not an address (a non-negative int that fits in a pointer)",
+                received(ptr)?
+            ))
+            .into());
+        }
+        _ => return Err(Problem::type_error(format!("ptr: expected an int, received {}", received(ptr)?)).into()),
+    };
+    pointer_attributes_impl(py, value)
 }
 
 #[cfg(feature = "driver")]

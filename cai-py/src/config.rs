@@ -101,24 +101,43 @@ pub(crate) fn publish(module: &Bound<'_, PyModule>) -> PyResult<()> {
 }
 
 /// The options every module shares: the `cai` package's when it can be imported.
-fn shared(py: Python<'_>) -> &'static Shared {
+#[inline]
+fn shared(py: Python<'_>) -> PyResult<&'static Shared> {
     static CHOSEN: OnceLock<usize> = OnceLock::new();
-    let address = *CHOSEN.get_or_init(|| match PyCapsule::import_pointer(py, CAPSULE) {
+    let address = match CHOSEN.get() {
+        Some(&address) => address,
+        None => {
+            // Looked up with the cell free (see `choose`); the first address stored wins.
+            let found = choose(py)?;
+            *CHOSEN.get_or_init(|| found)
+        }
+    };
+    // SAFETY: `address` is `OWN` or a static `Shared` of the same layout in the `cai`
+    // package, which stays loaded for the life of the process.
+    Ok(unsafe { &*(address as *const Shared) })
+}
+
+/// The address of the shared options: the `cai` package's, else `OWN`. The import runs
+/// Python code (import hooks, finalizers), which may configure cai itself or wait for a
+/// thread that does; an exception that must propagate does, and nothing is chosen.
+/// (`PyCapsule_Import` would turn a `KeyboardInterrupt` into an `ImportError`.)
+#[cold]
+fn choose(py: Python<'_>) -> PyResult<usize> {
+    let own = std::ptr::addr_of!(OWN) as usize;
+    let found = py.import("cai._cai").and_then(|m| m.getattr("_config_v1")).and_then(|capsule| {
+        let capsule = capsule.cast_into::<PyCapsule>()?;
+        capsule.pointer_checked(Some(CAPSULE))
+    });
+    match found {
         Ok(p) => {
             // SAFETY: the capsule of this name points at a static `Shared` of some cai-py
             // build; its first field, the layout number, is read before anything else.
             let layout = unsafe { p.cast::<AtomicU32>().as_ref() }.load(Ordering::Acquire);
-            if layout == LAYOUT {
-                p.as_ptr() as usize
-            } else {
-                std::ptr::addr_of!(OWN) as usize
-            }
+            Ok(if layout == LAYOUT { p.as_ptr() as usize } else { own })
         }
-        Err(_) => std::ptr::addr_of!(OWN) as usize,
-    });
-    // SAFETY: `address` is `OWN` or a static `Shared` of the same layout in the `cai`
-    // package, which stays loaded for the life of the process.
-    unsafe { &*(address as *const Shared) }
+        Err(e) if crate::parse::must_propagate(py, &e) => Err(e),
+        Err(_) => Ok(own),
+    }
 }
 
 fn policy_code(p: SyncPolicy) -> u8 {
@@ -242,7 +261,7 @@ fn from_env(overrides: Overrides) -> Result<Config, Problem> {
 /// The two options every import reads when none is given: the sync policy and whether
 /// pointers are checked (the first read of [`get`], as cheap as two loads after it).
 #[inline]
-pub(crate) fn import_defaults(py: Python<'_>) -> Result<(SyncPolicy, bool), Problem> {
+pub(crate) fn import_defaults(py: Python<'_>) -> PyResult<(SyncPolicy, bool)> {
     let s = loaded(py)?;
     Ok((policy_of(s.import_sync.load(Ordering::Acquire)), s.check_pointers.load(Ordering::Acquire) != 0))
 }
@@ -256,14 +275,14 @@ fn policy_of(code: u8) -> SyncPolicy {
 }
 
 /// The current options (read from the environment the first time).
-pub(crate) fn get(py: Python<'_>) -> Result<Config, Problem> {
+pub(crate) fn get(py: Python<'_>) -> PyResult<Config> {
     Ok(load(loaded(py)?))
 }
 
 /// The shared options, read from the environment first if nothing has set them yet.
 #[inline]
-fn loaded(py: Python<'_>) -> Result<&'static Shared, Problem> {
-    let s = shared(py);
+fn loaded(py: Python<'_>) -> PyResult<&'static Shared> {
+    let s = shared(py)?;
     if s.ready.load(Ordering::Acquire) == 0 {
         store(s, &from_env(Overrides::default())?);
     }
@@ -272,8 +291,8 @@ fn loaded(py: Python<'_>) -> Result<&'static Shared, Problem> {
 
 /// Changes the options `overrides` sets and returns them all. Before the first read, the
 /// others come from the environment, which is not read for those set here.
-pub(crate) fn update(py: Python<'_>, overrides: Overrides) -> Result<Config, Problem> {
-    let s = shared(py);
+pub(crate) fn update(py: Python<'_>, overrides: Overrides) -> PyResult<Config> {
+    let s = shared(py)?;
     let c = if s.ready.load(Ordering::Acquire) == 0 {
         from_env(overrides)?
     } else {

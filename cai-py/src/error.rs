@@ -15,6 +15,8 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyString, PyType};
 
+use crate::once::interned;
+
 pyo3::create_exception!(
     cai,
     CudaDriverError,
@@ -28,17 +30,31 @@ pyo3::create_exception!(
 /// Python package `cai` when it can be imported, so that `except cai.CudaDriverError`
 /// catches errors from any module; this module's own class otherwise.
 pub fn driver_error(py: Python<'_>, message: impl Into<String>) -> PyErr {
+    match driver_error_class(py) {
+        Ok(class) => PyErr::from_type(class.clone(), message.into()),
+        // A `KeyboardInterrupt` (say) raised while the class was looked up.
+        Err(e) => e,
+    }
+}
+
+/// The class [`driver_error`] raises, looked up once. The import runs Python code (import
+/// hooks), which may raise an exception that must propagate: that is returned, and the
+/// lookup is tried again at the next error.
+fn driver_error_class(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     static CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-    let class = CLASS.get_or_init(py, || {
+    let class = crate::once::get_or_make(&CLASS, py, || {
         let shared = py
             .import("cai._cai")
             .and_then(|m| m.getattr("CudaDriverError"))
             .and_then(|c| c.cast_into::<PyType>().map_err(PyErr::from))
-            .ok()
-            .filter(|c| c.is_subclass_of::<PyRuntimeError>().unwrap_or(false));
-        shared.map_or_else(|| py.get_type::<CudaDriverError>().unbind(), Bound::unbind)
-    });
-    PyErr::from_type(class.bind(py).clone(), message.into())
+            .and_then(|c| Ok(c.is_subclass_of::<PyRuntimeError>()?.then_some(c)));
+        match shared {
+            Ok(Some(class)) => Ok(class.unbind()),
+            Err(e) if crate::parse::must_propagate(py, &e) => Err(e),
+            Ok(None) | Err(_) => Ok(py.get_type::<CudaDriverError>().unbind()),
+        }
+    })?;
+    Ok(class.bind(py))
 }
 
 /// One problem with an interface dict: its class and its message.
@@ -127,7 +143,7 @@ pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> PyResult<String> {
 pub(crate) fn qualified_type_name(obj: &Bound<'_, PyAny>) -> PyResult<String> {
     let py = obj.py();
     let ty = obj.get_type();
-    let module = ty.getattr(pyo3::intern!(py, "__module__")).and_then(|m| Ok(m.cast_into::<PyString>()?));
+    let module = ty.getattr(interned!(py, "__module__")?).and_then(|m| Ok(m.cast_into::<PyString>()?));
     let module = name_text(py, module, "?")?;
     let qualname = name_text(py, ty.qualname(), "?")?;
     Ok(if module == "builtins" { qualname } else { format!("{module}.{qualname}") })

@@ -3,10 +3,10 @@
 use std::cell::RefCell;
 
 use cai_core::{Descr, Descriptor, FieldType, TypeStr};
-use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
+use crate::once::interned;
 use crate::parse::Interface;
 use crate::view::{CudaArray, HostArray};
 
@@ -37,14 +37,25 @@ pub fn interface_dict<'py>(
         return template.bind(py).copy();
     }
     let dict = build(owner, descriptor, iface, None)?;
-    TEMPLATES.with(|t| {
+    hide(&dict);
+    let evicted = TEMPLATES.with(|t| {
         let mut t = t.borrow_mut();
-        if t.len() == TEMPLATE_CACHE {
-            t.remove(0);
-        }
+        let evicted = (t.len() == TEMPLATE_CACHE).then(|| t.remove(0));
         t.push((iface, descriptor.clone(), dict.clone().unbind()));
+        evicted
     });
+    // Released with the cache not borrowed: nothing a release runs can find it busy.
+    drop(evicted);
     dict.copy()
+}
+
+/// Takes `dict`, a dict that holds only ints, strs, tuples of them and None (so it is part
+/// of no cycle), off the collector's lists. A dict that every later export copies must be
+/// out of reach of `gc.get_objects()` and `gc.get_referrers()`, which would hand it to code
+/// that could change what cai (and every consumer) trusts.
+pub(crate) fn hide(dict: &Bound<'_, PyDict>) {
+    // SAFETY: a live dict; untracking an object that is not tracked does nothing.
+    unsafe { pyo3::ffi::PyObject_GC_UnTrack(dict.as_ptr().cast()) };
 }
 
 /// How many descriptors' dicts each thread keeps.
@@ -63,34 +74,34 @@ fn build<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let py = owner.py();
     let dict = PyDict::new(py);
-    dict.set_item(intern!(py, "shape"), PyTuple::new(py, &descriptor.shape)?)?;
-    dict.set_item(intern!(py, "typestr"), typestr_str(py, &descriptor.typestr))?;
+    dict.set_item(interned!(py, "shape")?, PyTuple::new(py, &descriptor.shape)?)?;
+    dict.set_item(interned!(py, "typestr")?, typestr_str(py, &descriptor.typestr))?;
     if let Some(descr) = descriptor.descr.as_ref().filter(|d| d.as_simple().is_none()) {
-        dict.set_item(intern!(py, "descr"), descr_list(py, descr)?)?;
+        dict.set_item(interned!(py, "descr")?, descr_list(py, descr)?)?;
     }
-    dict.set_item(intern!(py, "data"), (descriptor.data, descriptor.readonly))?;
+    dict.set_item(interned!(py, "data")?, (descriptor.data, descriptor.readonly))?;
     let version = match iface {
         Interface::Cuda => descriptor.version,
         Interface::Host => 3,
     };
-    dict.set_item(intern!(py, "version"), version)?;
+    dict.set_item(interned!(py, "version")?, version)?;
     match &descriptor.strides {
-        Some(s) if !descriptor.is_c_contiguous() => dict.set_item(intern!(py, "strides"), PyTuple::new(py, s)?)?,
-        _ => dict.set_item(intern!(py, "strides"), py.None())?,
+        Some(s) if !descriptor.is_c_contiguous() => dict.set_item(interned!(py, "strides")?, PyTuple::new(py, s)?)?,
+        _ => dict.set_item(interned!(py, "strides")?, py.None())?,
     }
     match (mask, &descriptor.mask) {
-        (Some(m), _) => dict.set_item(intern!(py, "mask"), m)?,
+        (Some(m), _) => dict.set_item(interned!(py, "mask")?, m)?,
         (None, Some(m)) => {
             let view = match iface {
                 Interface::Cuda => CudaArray::from_descriptor(owner, (**m).clone())?,
                 Interface::Host => HostArray::from_descriptor(owner, (**m).clone())?,
             };
-            dict.set_item(intern!(py, "mask"), view)?;
+            dict.set_item(interned!(py, "mask")?, view)?;
         }
         (None, None) => {}
     }
     if iface == Interface::Cuda && version >= 3 {
-        dict.set_item(intern!(py, "stream"), descriptor.stream.to_raw())?;
+        dict.set_item(interned!(py, "stream")?, descriptor.stream.to_raw())?;
     }
     Ok(dict)
 }

@@ -73,6 +73,7 @@ mod error;
 mod export;
 mod extract;
 mod host;
+mod once;
 mod parse;
 mod shown;
 mod sync;

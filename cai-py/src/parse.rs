@@ -29,9 +29,10 @@ use pyo3::exceptions::{PyMemoryError, PyOverflowError, PyRecursionError, PyRunti
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple, PyType};
-use pyo3::{ffi, intern, Borrowed, PyTypeInfo};
+use pyo3::{ffi, Borrowed, PyTypeInfo};
 
 use crate::error::{received, Problem};
+use crate::once::interned;
 
 /// Which of the two interfaces a dict belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,10 +53,10 @@ impl Interface {
     }
 
     /// The attribute name as an interned Python string.
-    pub(crate) fn interned(self, py: Python<'_>) -> &Bound<'_, PyString> {
+    pub(crate) fn interned(self, py: Python<'_>) -> PyResult<&Bound<'_, PyString>> {
         match self {
-            Interface::Cuda => intern!(py, "__cuda_array_interface__"),
-            Interface::Host => intern!(py, "__array_interface__"),
+            Interface::Cuda => interned!(py, "__cuda_array_interface__"),
+            Interface::Host => interned!(py, "__array_interface__"),
         }
     }
 
@@ -192,7 +193,7 @@ pub(crate) fn no_interface(obj: &Bound<'_, PyAny>, iface: Interface) -> PyErr {
 #[inline]
 pub(crate) fn attribute<'py>(obj: &Bound<'py, PyAny>, iface: Interface) -> PyResult<Option<Bound<'py, PyAny>>> {
     let _nesting = Nesting::enter(iface.attribute())?;
-    obj.getattr_opt(iface.interned(obj.py()))
+    obj.getattr_opt(iface.interned(obj.py())?)
 }
 
 /// Reads `obj`'s interface attribute and parses it. A missing attribute is a `TypeError`;
@@ -239,7 +240,7 @@ fn quick(value: &Bound<'_, PyAny>, iface: Interface) -> Option<Parsed> {
     if !value.is_exact_instance_of::<PyDict>() {
         return None;
     }
-    let names = interned_keys(value.py());
+    let names = interned_keys(value.py()).ok()?;
     let mut values = [std::ptr::null_mut::<ffi::PyObject>(); 8];
     let (mut pos, mut key, mut item): (ffi::Py_ssize_t, *mut ffi::PyObject, *mut ffi::PyObject) =
         (0, std::ptr::null_mut(), std::ptr::null_mut());
@@ -463,7 +464,10 @@ pub(crate) fn exception_text(py: Python<'_>, e: PyErr) -> PyResult<String> {
 /// say) are returned, never unwrapped.
 fn mapping_class(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     static MAPPING: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-    MAPPING.import(py, "collections.abc", "Mapping")
+    let class = crate::once::get_or_make(&MAPPING, py, || {
+        Ok(py.import("collections.abc")?.getattr("Mapping")?.cast_into::<PyType>()?.unbind())
+    })?;
+    Ok(class.bind(py))
 }
 
 /// The value as a dict: itself, or a copy of another mapping.
@@ -504,6 +508,8 @@ fn as_dict<'py>(value: &Bound<'py, PyAny>, iface: Interface) -> Result<Bound<'py
 /// identifier-like literals, so a producer's keys are those very objects), then by value.
 struct Keys<'py> {
     values: [Option<Bound<'py, PyAny>>; 8],
+    /// A key whose text two of the dict's keys have (the later value is kept).
+    repeated: Option<&'static str>,
 }
 
 /// Indices into [`KEYS`] and [`Keys`].
@@ -517,16 +523,16 @@ const MASK: usize = 6;
 const STREAM: usize = 7;
 
 /// [`KEYS`] as interned Python strings, made once.
-fn interned_keys(py: Python<'_>) -> &[Py<PyString>; 8] {
+fn interned_keys(py: Python<'_>) -> PyResult<&[Py<PyString>; 8]> {
     static NAMES: PyOnceLock<[Py<PyString>; 8]> = PyOnceLock::new();
-    NAMES.get_or_init(py, || KEYS.map(|k| PyString::intern(py, k).unbind()))
+    crate::once::get_or_make(&NAMES, py, || Ok(KEYS.map(|k| PyString::intern(py, k).unbind())))
 }
 
 impl<'py> Keys<'py> {
-    fn gather(dict: &Bound<'py, PyDict>) -> Keys<'py> {
+    fn gather(dict: &Bound<'py, PyDict>) -> PyResult<Keys<'py>> {
         let py = dict.py();
-        let names = interned_keys(py);
-        let mut values: [Option<Bound<'py, PyAny>>; 8] = Default::default();
+        let names = interned_keys(py)?;
+        let mut keys = Keys { values: Default::default(), repeated: None };
         let (mut pos, mut key, mut value): (ffi::Py_ssize_t, *mut ffi::PyObject, *mut ffi::PyObject) =
             (0, std::ptr::null_mut(), std::ptr::null_mut());
         // SAFETY: `dict` is a live dict the caller holds; PyDict_Next hands out borrowed,
@@ -542,11 +548,25 @@ impl<'py> Keys<'py> {
                 KEYS.iter().position(|t| *t == text)
             });
             if let Some(i) = index {
+                // Two keys of one text: a str subclass with its own hash or equality.
+                if keys.values[i].is_some() {
+                    keys.repeated.get_or_insert(KEYS[i]);
+                }
                 // SAFETY: as above; the new strong reference outlives any later change.
-                values[i] = Some(unsafe { Bound::from_borrowed_ptr(py, value) });
+                keys.values[i] = Some(unsafe { Bound::from_borrowed_ptr(py, value) });
             }
         }
-        Keys { values }
+        Ok(keys)
+    }
+
+    /// The problem of a key given twice (see [`Keys::repeated`]).
+    fn repeated_problem(&self) -> Option<Problem> {
+        self.repeated.map(|key| {
+            Problem::value_error(format!(
+                "{key}: the dict has two keys that read '{key}' (a str subclass with its own hash or equality \
+                 among them); which value is meant is unclear"
+            ))
+        })
     }
 
     fn get(&self, index: usize) -> Option<&Bound<'py, PyAny>> {
@@ -626,7 +646,10 @@ fn newer_version_notice(v: u64) -> String {
 /// The strict read: the first problem is the result.
 fn strict(dict: &Bound<'_, PyDict>, iface: Interface) -> Result<Parsed, Failure> {
     let py = dict.py();
-    let keys = Keys::gather(dict);
+    let keys = Keys::gather(dict)?;
+    if let Some(problem) = keys.repeated_problem() {
+        return Err(problem.into());
+    }
     let declared = version(keys.get(VERSION))?;
     let rules = rules_version(declared, iface);
     if declared > u64::from(CURRENT_VERSION) && iface == Interface::Cuda {
@@ -720,7 +743,8 @@ fn collect_value(value: &Bound<'_, PyAny>, iface: Interface, out: &mut Vec<Strin
 /// The collecting read: every problem is noted. `alone`: the read began outside any other
 /// (see [`collect_mask`]).
 fn collect(dict: &Bound<'_, PyDict>, iface: Interface, out: &mut Vec<String>, alone: bool) -> PyResult<()> {
-    let keys = Keys::gather(dict);
+    let keys = Keys::gather(dict)?;
+    out.extend(keys.repeated_problem().map(|p| p.message));
     let declared = note(out, version(keys.get(VERSION)))?;
     let rules = rules_version(declared.unwrap_or(u64::from(CURRENT_VERSION)), iface);
     let unknown = note(out, unknown_keys(dict, iface))?.unwrap_or_default();

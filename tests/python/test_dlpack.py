@@ -94,6 +94,12 @@ def test_export_arguments_are_checked():
         m.__dlpack__(copy=1)
     with pytest.raises(TypeError, match=r"dl_device: expected a tuple of two ints"):
         m.__dlpack__(dl_device=(1,))
+    # A version's parts are ordinals: a negative one, or one past 64 bits, is a bad value.
+    for bad in [(-1, 0), (1, -1)]:
+        with pytest.raises(ValueError, match=r"max_version: \(-?1, -?[01]\) is not a version"):
+            m.__dlpack__(max_version=bad)
+    with pytest.raises(ValueError, match=r"max_version: 1180591620717411303424 \(int\) is out of range"):
+        m.__dlpack__(max_version=(2**70, 0))
 
 
 def test_a_views_dlpack_reads_its_keywords_as_python_would():
@@ -132,7 +138,7 @@ def test_a_views_dlpack_reads_its_keywords_as_python_would():
     view.__dlpack__(**{held: None})
     assert sys.getrefcount(held) == before, "a str subclass name is not kept"
     assert '"dltensor"' in repr(view.__dlpack__(max_version=(0, 8)))
-    with pytest.raises(TypeError, match=r"max_version: expected a tuple of two ints, received \(1180591620717411303424, 0\)"):
+    with pytest.raises(ValueError, match=r"max_version: 1180591620717411303424 \(int\) is out of range"):
         view.__dlpack__(max_version=(2**70, 0))
     back = np.from_dlpack(view)
     assert address(back) == view.ptr and back.tolist() == [[0, 1, 2], [3, 4, 5]]
@@ -391,6 +397,18 @@ def test_what_cai_cannot_read_is_refused_and_still_freed(kwargs, error, message)
         cai.from_dlpack(p)
     gc.collect()
     assert p.deleted == (0 if "device" in kwargs else 1), "a tensor taken is freed, one not taken is not touched"
+
+
+def test_a_tensor_with_a_negative_device_id_is_refused_and_freed():
+    # DLPack's device ids are ordinals, on the host too: (kDLCPU, -5) is not where
+    # __dlpack_device__'s (kDLCPU, 0) says the memory is.
+    for device in [(1, -5), (3, -1)]:
+        p = HandMade(np.zeros(4, np.float32), (4,), device=device)
+        p.__dlpack_device__ = lambda: (1, 0)
+        with pytest.raises(BufferError, match=r"tensor is on \((kDLCPU, -5|kDLCUDAHost, -1)\) but __dlpack_device__ said \(kDLCPU, 0\)"):
+            cai.from_dlpack(p)
+        gc.collect()
+        assert p.deleted == 1
 
 
 def test_a_null_pointer_with_a_byte_offset_is_refused():

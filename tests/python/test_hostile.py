@@ -1012,3 +1012,193 @@ def test_the_dict_a_view_copies_is_out_of_the_collectors_reach():
         """
     )
     assert out == {"after": [(3,), (3,), (3,)]}
+
+
+def test_no_dict_an_export_or_import_reuses_is_in_the_collectors_reach():
+    # Every export of an equal descriptor copies one dict made for it, and the host
+    # extractor passes NumPy one set of keywords on every call: code that found either
+    # through the collector could make new, validated views export a shape of its own
+    # (and numpy read past the memory), or ask NumPy for a copy that writes never reach.
+    out = results(
+        """
+        import numpy as np
+        base = np.arange(3.0)
+        cai.as_array(base).__array_interface__
+        m = np.ones((2, 2), np.float32)
+        fx.host_scale(m, 2.0)
+        hit = 0
+        for o in gc.get_objects():
+            if type(o) is dict and o.get("shape") == (3,) and "version" in o:
+                o["shape"] = (100_000_000,); hit += 1
+            if type(o) is dict and "max_version" in o and len(o) == 1:
+                o["copy"] = True; hit += 1
+        for o in gc.get_referrers((3,), "<f8"):
+            if type(o) is dict:
+                o["shape"] = (100_000_000,); hit += 1
+        fresh = cai.as_array(base)
+        fx.host_scale(m, 2.0)
+        print({"hit": hit, "export": fresh.__array_interface__["shape"], "numpy": np.asarray(fresh).shape,
+               "written": m.tolist()})
+        """
+    )
+    assert out == {"hit": 0, "export": (3,), "numpy": (3,), "written": [[4.0, 4.0], [4.0, 4.0]]}
+
+
+def test_a_finalizer_that_reads_a_view_during_its_first_export_gets_the_dict():
+    # On 3.11 any allocation may start a collection; the first export of a view allocates,
+    # and a finalizer run then may read the same view (and start cai's one-time lookups).
+    # Nothing may wait for itself: each read returns the view's dict.
+    out = results(
+        """
+        import numpy as np
+        seen = []
+        class Cycle:
+            def __del__(self):
+                seen.append(v.__array_interface__["shape"])
+                seen.append(w.__cuda_array_interface__["shape"])
+        first = []
+        for n in range(3, 8):
+            v = cai.as_array(np.arange(float(n)))
+            w = cai.as_cuda_array(P(get=lambda: {"shape": (n,), "typestr": "<f4", "data": (PTR, False), "version": 3}))
+            gc.disable()
+            c = Cycle(); c.self = c; del c
+            # CPython's free lists emptied, so that the export's dicts and tuples are new
+            # objects, each of which counts towards a collection.
+            spare = [{} for i in range(200)] + [(i,) for i in range(3000)] + [(i, i) for i in range(3000)]
+            gc.set_threshold(1); gc.enable()
+            first.append((v.__array_interface__["shape"], w.__cuda_array_interface__["shape"]))
+            gc.set_threshold(700); gc.collect()
+        print({"first": first, "inner": seen})
+        """
+    )
+    shapes = [((n,), (n,)) for n in range(3, 8)]
+    assert out["first"] == shapes and out["inner"] == [s for pair in shapes for s in pair], out
+
+
+HOOKED = textwrap.dedent(
+    """
+    import builtins
+    real_import = builtins.__import__
+    def hooked(names, action):
+        '''Runs `action` in the import of any module whose name starts with one of `names`,
+        once at a time (the action's own imports are not hooked).'''
+        busy = []
+        def hook(name, *args, **kwargs):
+            if name.startswith(names) and not busy:
+                busy.append(1)
+                try:
+                    action()
+                finally:
+                    busy.pop()
+            return real_import(name, *args, **kwargs)
+        builtins.__import__ = hook
+    def interrupt():
+        raise KeyboardInterrupt("from an import hook")
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "call",
+    ["cai.configure()", "cai.as_cuda_array(P(), sync=False)", "cai.pointer_attributes(4096)", "fx.describe_f32(P())"],
+)
+def test_an_interrupt_in_an_import_cai_makes_on_first_use_propagates(call):
+    # The options cai shares with other modules and the class of its driver errors are
+    # looked up through an import, once: a KeyboardInterrupt there (an import hook, a
+    # signal) reaches the caller, and the next call looks again.
+    out = results(
+        HOOKED
+        + textwrap.dedent(
+            f"""
+        d = {{"shape": (4,), "typestr": "<f4", "data": (PTR, False), "version": 3}}
+        hooked(("cai",), interrupt)
+        try:
+            {call}
+            first = "returned"
+        except BaseException as e:
+            first = type(e).__name__
+        builtins.__import__ = real_import
+        print({{"first": first, "again": outcome(lambda: {call})}})
+        """
+        )
+    )
+    again = "CudaDriverError" if "pointer_attributes" in call else "ok"
+    assert out == {"first": "KeyboardInterrupt", "again": again}
+
+
+@pytest.mark.parametrize(
+    "names,inner,outer",
+    [
+        (("cai",), "cai.configure()", "cai.configure()"),
+        (("cai",), "cai.pointer_attributes(4096)", "cai.pointer_attributes(4096)"),
+        (("collections",), "cai.validate(P(get=lambda: [1, 2]))", "cai.validate(P(get=lambda: [1, 2]))"),
+        (("cai",), "cai.as_cuda_array(P(), sync=False)", "fx.describe_f32(P())"),
+    ],
+)
+def test_a_one_time_lookup_reentered_from_its_own_import_finishes(names, inner, outer):
+    # The import a one-time lookup makes runs a hook that calls cai again, which needs the
+    # same lookup: each call finishes (none waits for itself), with the same answer.
+    out = results(
+        HOOKED
+        + textwrap.dedent(
+            f"""
+        d = {{"shape": (4,), "typestr": "<f4", "data": (PTR, False), "version": 3}}
+        inner = []
+        hooked({names!r}, lambda: inner.append(outcome(lambda: {inner})))
+        result = outcome(lambda: {outer})
+        builtins.__import__ = real_import
+        print({{"inner": inner[:1], "outer": result, "again": outcome(lambda: {outer})}})
+        """
+        )
+    )
+    assert out["inner"] and out["outer"] == out["again"], out
+    assert "Error" not in out["outer"] or out["outer"] == "CudaDriverError", out
+
+
+def test_a_one_time_lookup_made_by_two_threads_at_once_finishes():
+    # One thread's lookup sleeps in an import hook (the GIL released); another thread
+    # needs the same lookup meanwhile. Neither may wait for the other forever.
+    out = results(
+        HOOKED
+        + textwrap.dedent(
+            """
+        import time
+        def slow():
+            if threading.current_thread() is not threading.main_thread():
+                time.sleep(0.3)
+        hooked(("cai", "collections"), slow)
+        found = {}
+        t = threading.Thread(target=lambda: found.update(thread=cai.configure()["import_sync"]))
+        t.start(); time.sleep(0.05)
+        found["main"] = cai.configure()["import_sync"]
+        t.join(10)
+        print({"alive": t.is_alive(), **found})
+        """
+        )
+    )
+    assert out == {"alive": False, "main": "ignore", "thread": "ignore"}
+
+
+def test_two_keys_that_read_the_same_are_refused():
+    # A str subclass with its own hash makes a dict with two keys 'shape': which one a
+    # consumer reads depends on how it looks keys up, so neither is trusted.
+    out = results(
+        """
+        class Key(str):
+            __hash__ = lambda s: 7
+            __eq__ = lambda s, o: s is o
+        def make():
+            d = {"shape": (4,), "typestr": "<f4", "data": (PTR, False), "version": 3}
+            d[Key("shape")] = (10**6,)
+            return d
+        print({**entries(make), "message": first(lambda: cai.from_cuda_array_interface(make())),
+               "findings": cai.validate(make())})
+        """
+    )
+    message = "shape: the dict has two keys that read 'shape'"
+    assert out["message"].startswith(f"ValueError: {message}"), out
+    assert [f for f in out["findings"] if f.startswith(message)], out
+    assert {k: v for k, v in out.items() if k not in ("message", "findings")} == {
+        "as_cuda_array": "ValueError", "from_cuda_array_interface": "ValueError", "validate": "findings:1",
+        "extractor": "ValueError", "as_array": "ValueError",
+    }

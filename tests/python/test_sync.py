@@ -52,6 +52,17 @@ def test_pointer_attributes_without_driver():
     assert cai.cuda_driver_present() is False
     with pytest.raises(cai.CudaDriverError, match="data: cannot query pointer 0x7f0000000000"):
         cai.pointer_attributes(PTR)
+    with pytest.raises(cai.CudaDriverError, match="data: cannot query pointer 0x10"):
+        cai.pointer_attributes(np.uint64(16))
+
+
+def test_pointer_attributes_refuses_what_is_not_an_address_naming_it():
+    for bad in (-1, 2**64):
+        with pytest.raises(ValueError, match=rf"^ptr: {bad} \(int\) is not an address"):
+            cai.pointer_attributes(bad)
+    for bad, shown in ((True, r"True \(bool\)"), ("0x10", r"'0x10' \(str\)"), (1.0, r"1.0 \(float\)")):
+        with pytest.raises(TypeError, match=rf"^ptr: expected an int, received {shown}$"):
+            cai.pointer_attributes(bad)
 
 
 @no_driver
@@ -225,6 +236,7 @@ class Returns:
         (Returns((0, -1)), ValueError, r"stream: __cuda_stream__\(\) gave \(0, -1\) \(tuple\), which is not a stream handle"),
         (Returns(7), ValueError, r"stream: __cuda_stream__\(\) gave 7 \(int\), which is not a stream handle"),
         (type("P", (), {"ptr": -1})(), ValueError, r"stream: .ptr gave -1 \(int\), which is not a stream handle"),
+        (type("I", (), {"__index__": lambda s: 2**64})(), ValueError, r"stream: <.*I object at .*> \(I\) is not a stream handle"),
         ("7", TypeError, r"stream: expected None, an int or a stream object .* received '7' \(str\)"),
     ],
 )
