@@ -7,7 +7,6 @@ use pyo3::types::{PyBool, PyDict, PyString};
 
 use crate::config::{self, Config};
 use crate::error::{received, Problem};
-use crate::once::interned;
 use crate::parse::{self, must_propagate, no_interface, Interface, Parsed};
 use crate::sync::{consume, Caller, ImportOptions};
 use crate::view::Core;
@@ -57,12 +56,12 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
         let raw = obj.extract::<i64>().map_err(|e| handle_of(obj, "", e))?;
         return from_int(raw);
     }
-    let handle = if let Some(method) = obj.getattr_opt(interned!(py, "__cuda_stream__")?)? {
+    let handle = if let Some(method) = obj.getattr_opt(pyo3::intern!(py, "__cuda_stream__"))? {
         let pair = method.call0()?;
         pair.extract::<(i64, usize)>().map_err(|e| handle_of(&pair, "__cuda_stream__()", e))?.1
-    } else if let Some(h) = obj.getattr_opt(interned!(py, "cuda_stream")?)? {
+    } else if let Some(h) = obj.getattr_opt(pyo3::intern!(py, "cuda_stream"))? {
         h.extract::<usize>().map_err(|e| handle_of(&h, ".cuda_stream", e))?
-    } else if let Some(h) = obj.getattr_opt(interned!(py, "ptr")?)? {
+    } else if let Some(h) = obj.getattr_opt(pyo3::intern!(py, "ptr"))? {
         // A cai view's `.ptr` is its data pointer, not a stream.
         for key in ["__cuda_array_interface__", "__array_interface__", "__dlpack__"] {
             if obj.get_type().getattr_opt(key)?.is_some() {

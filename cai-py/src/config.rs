@@ -26,6 +26,7 @@ use cai_core::sync::SyncPolicy;
 use cai_core::{Descriptor, Stream};
 
 use crate::error::Problem;
+use crate::once::Package;
 
 /// How a `#[pyclass]` exports its interface; `None` fields follow the process-wide
 /// settings. Pass a field of this type to `#[cai_py::export(options = field)]` for
@@ -101,42 +102,45 @@ pub(crate) fn publish(module: &Bound<'_, PyModule>) -> PyResult<()> {
 }
 
 /// The options every module shares: the `cai` package's when it can be imported.
-#[inline]
+#[inline(always)]
 fn shared(py: Python<'_>) -> PyResult<&'static Shared> {
     static CHOSEN: OnceLock<usize> = OnceLock::new();
     let address = match CHOSEN.get() {
         Some(&address) => address,
-        None => {
-            // Looked up with the cell free (see `choose`); the first address stored wins.
-            let found = choose(py)?;
-            *CHOSEN.get_or_init(|| found)
-        }
+        // Looked up with the cell free (see `choose`); the first address stored wins.
+        None => match choose(py)? {
+            (address, true) => *CHOSEN.get_or_init(|| address),
+            (address, false) => address,
+        },
     };
     // SAFETY: `address` is `OWN` or a static `Shared` of the same layout in the `cai`
     // package, which stays loaded for the life of the process.
     Ok(unsafe { &*(address as *const Shared) })
 }
 
-/// The address of the shared options: the `cai` package's, else `OWN`. The import runs
-/// Python code (import hooks, finalizers), which may configure cai itself or wait for a
-/// thread that does; an exception that must propagate does, and nothing is chosen.
+/// The address of the shared options, the `cai` package's or else `OWN`, and whether the
+/// choice lasts (not while the package's module is still being executed). The import
+/// runs Python code (import hooks, finalizers), which may configure cai itself or wait
+/// for a thread that does; an exception that must propagate does, and nothing is chosen.
 /// (`PyCapsule_Import` would turn a `KeyboardInterrupt` into an `ImportError`.)
 #[cold]
-fn choose(py: Python<'_>) -> PyResult<usize> {
+fn choose(py: Python<'_>) -> PyResult<(usize, bool)> {
     let own = std::ptr::addr_of!(OWN) as usize;
-    let found = py.import("cai._cai").and_then(|m| m.getattr("_config_v1")).and_then(|capsule| {
-        let capsule = capsule.cast_into::<PyCapsule>()?;
-        capsule.pointer_checked(Some(CAPSULE))
-    });
-    match found {
+    let capsule = match crate::once::package_attr(py, "_config_v1")? {
+        Package::Found(capsule) => capsule,
+        Package::Missing => return Ok((own, true)),
+        Package::Importing => return Ok((own, false)),
+    };
+    let pointer = capsule.cast_into::<PyCapsule>().map_err(PyErr::from).and_then(|c| c.pointer_checked(Some(CAPSULE)));
+    match pointer {
         Ok(p) => {
             // SAFETY: the capsule of this name points at a static `Shared` of some cai-py
             // build; its first field, the layout number, is read before anything else.
             let layout = unsafe { p.cast::<AtomicU32>().as_ref() }.load(Ordering::Acquire);
-            Ok(if layout == LAYOUT { p.as_ptr() as usize } else { own })
+            Ok((if layout == LAYOUT { p.as_ptr() as usize } else { own }, true))
         }
         Err(e) if crate::parse::must_propagate(py, &e) => Err(e),
-        Err(_) => Ok(own),
+        Err(_) => Ok((own, true)),
     }
 }
 
@@ -260,7 +264,7 @@ fn from_env(overrides: Overrides) -> Result<Config, Problem> {
 
 /// The two options every import reads when none is given: the sync policy and whether
 /// pointers are checked (the first read of [`get`], as cheap as two loads after it).
-#[inline]
+#[inline(always)]
 pub(crate) fn import_defaults(py: Python<'_>) -> PyResult<(SyncPolicy, bool)> {
     let s = loaded(py)?;
     Ok((policy_of(s.import_sync.load(Ordering::Acquire)), s.check_pointers.load(Ordering::Acquire) != 0))
@@ -280,7 +284,7 @@ pub(crate) fn get(py: Python<'_>) -> PyResult<Config> {
 }
 
 /// The shared options, read from the environment first if nothing has set them yet.
-#[inline]
+#[inline(always)]
 fn loaded(py: Python<'_>) -> PyResult<&'static Shared> {
     let s = shared(py)?;
     if s.ready.load(Ordering::Acquire) == 0 {

@@ -26,10 +26,9 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyInt, PyString, PyTuple, PyType};
-use pyo3::{ffi, Borrowed};
+use pyo3::{ffi, intern, Borrowed};
 
 use crate::error::{received, Problem};
-use crate::once::interned;
 use crate::parse::Parsed;
 use crate::sync::{copy_device, export_device, order_export, Copied};
 
@@ -59,9 +58,9 @@ pub(crate) struct Request<'a, 'py> {
 const KEYWORDS: [&str; 4] = ["stream", "max_version", "dl_device", "copy"];
 
 /// [`KEYWORDS`] as interned Python strings, made once.
-fn interned_keywords(py: Python<'_>) -> PyResult<&[Py<PyString>; 4]> {
+fn interned_keywords(py: Python<'_>) -> &[Py<PyString>; 4] {
     static NAMES: PyOnceLock<[Py<PyString>; 4]> = PyOnceLock::new();
-    crate::once::get_or_make(&NAMES, py, || Ok(KEYWORDS.map(|k| PyString::intern(py, k).unbind())))
+    NAMES.get_or_init(py, || KEYWORDS.map(|k| PyString::intern(py, k).unbind()))
 }
 
 /// For each keyword, the last name object that matched it by text and not by identity
@@ -106,7 +105,7 @@ pub(crate) unsafe fn fastcall_arguments<'a, 'py>(
     if kwnames.is_null() {
         return Ok(());
     }
-    let interned = interned_keywords(py)?;
+    let interned = interned_keywords(py);
     // SAFETY: a non-null `kwnames` is a tuple (of str) that CPython holds for the call.
     let count = unsafe { ffi::PyTuple_Size(kwnames) };
     for i in 0..count.max(0) {
@@ -193,7 +192,8 @@ fn int_pair(value: &Bound<'_, PyAny>, what: &str) -> PyResult<(i64, i64)> {
         *slot = match item.extract::<i64>() {
             Ok(v) => v,
             Err(e) if crate::parse::must_propagate(value.py(), &e) => return Err(e),
-            Err(_) if item.is_instance_of::<PyInt>() => {
+            // An index, but one past 64 bits.
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(value.py()) => {
                 return Err(PyValueError::new_err(format!("{what}: {} is out of range", received(&item)?)));
             }
             Err(_) => return Err(bad()?),
@@ -754,7 +754,7 @@ fn memory_of(device: DLDevice) -> PyResult<Memory> {
 
 /// Whether `obj` offers `__dlpack__`.
 pub(crate) fn offers(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
-    Ok(obj.getattr_opt(interned!(obj.py(), "__dlpack__")?)?.is_some())
+    Ok(obj.getattr_opt(intern!(obj.py(), "__dlpack__"))?.is_some())
 }
 
 /// Reads `obj` through DLPack. `stream` is the consumer's stream for CUDA memory (the
@@ -786,11 +786,11 @@ fn import_from(
     // A producer's `__dlpack__` may read another array through cai, itself included: the
     // nesting ends in RecursionError, as the interface reads' does, before the C stack does.
     let _nesting = crate::parse::Nesting::enter("__dlpack__")?;
-    let Some(dlpack_method) = obj.getattr_opt(interned!(py, "__dlpack__")?)? else {
+    let Some(dlpack_method) = obj.getattr_opt(intern!(py, "__dlpack__"))? else {
         let type_name = crate::error::type_name(obj)?;
         return Err(PyTypeError::new_err(format!("__dlpack__: objects of type '{type_name}' do not export it")));
     };
-    let Some(device_method) = obj.getattr_opt(interned!(py, "__dlpack_device__")?)? else {
+    let Some(device_method) = obj.getattr_opt(intern!(py, "__dlpack_device__"))? else {
         let type_name = crate::error::type_name(obj)?;
         return Err(PyTypeError::new_err(format!(
             "__dlpack_device__: objects of type '{type_name}' have __dlpack__ but not __dlpack_device__"
@@ -815,19 +815,19 @@ fn import_from(
     let kwargs = PyDict::new(py);
     if memory == Memory::Device {
         match stream.and_then(Stream::to_raw) {
-            Some(raw) => kwargs.set_item(interned!(py, "stream")?, raw)?,
-            None => kwargs.set_item(interned!(py, "stream")?, -1)?,
+            Some(raw) => kwargs.set_item(intern!(py, "stream"), raw)?,
+            None => kwargs.set_item(intern!(py, "stream"), -1)?,
         }
     }
-    kwargs.set_item(interned!(py, "max_version")?, (1u32, 0u32))?;
+    kwargs.set_item(intern!(py, "max_version"), (1u32, 0u32))?;
     if let Some(c) = copy {
-        kwargs.set_item(interned!(py, "copy")?, c)?;
+        kwargs.set_item(intern!(py, "copy"), c)?;
     }
     let capsule = match dlpack_method.call((), Some(&kwargs)) {
         Ok(c) => c,
         // A producer from before DLPack 1.0 takes no `max_version`.
         Err(e) if e.is_instance_of::<PyTypeError>(py) && copy.is_none() => {
-            kwargs.del_item(interned!(py, "max_version")?)?;
+            kwargs.del_item(intern!(py, "max_version"))?;
             // The first error says what failed, unless the retry raised one that must
             // propagate (an interrupt).
             dlpack_method.call((), Some(&kwargs)).map_err(|retry| {
@@ -876,13 +876,13 @@ pub(crate) fn import_numpy(obj: &Bound<'_, PyAny>) -> PyResult<Option<Imported>>
     let py = obj.py();
     let kwargs = crate::once::get_or_make(&KWARGS, py, || {
         let d = PyDict::new(py);
-        d.set_item(interned!(py, "max_version")?, (1u32, 0u32))?;
+        d.set_item(intern!(py, "max_version"), (1u32, 0u32))?;
         // Every later call passes it: out of reach, or code could ask NumPy for a copy.
         crate::export::hide(&d);
         Ok(d.unbind())
     })?;
     // NumPy's own method on an exact ndarray: it reads the arguments and leaves them alone.
-    let capsule = match obj.call_method(interned!(py, "__dlpack__")?, (), Some(kwargs.bind(py))) {
+    let capsule = match obj.call_method(intern!(py, "__dlpack__"), (), Some(kwargs.bind(py))) {
         Ok(c) => c,
         Err(e) if crate::parse::must_propagate(py, &e) => return Err(e),
         Err(_) => return Ok(None),

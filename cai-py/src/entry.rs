@@ -11,9 +11,7 @@ use std::sync::OnceLock;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyCFunction, PyString};
-use pyo3::{ffi, Borrowed};
-
-use crate::once::interned;
+use pyo3::{ffi, intern, Borrowed};
 
 /// The C signature of a METH_FASTCALL | METH_KEYWORDS function.
 pub(crate) type Fastcall = unsafe extern "C" fn(
@@ -210,9 +208,9 @@ fn add(
     let def = match entry.def.get() {
         Some(def) => *def,
         None => {
-            let name: String = full.getattr(interned!(py, "__name__")?)?.extract()?;
-            let signature: String = full.getattr(interned!(py, "__text_signature__")?)?.extract()?;
-            let doc: String = full.getattr(interned!(py, "__doc__")?)?.extract()?;
+            let name: String = full.getattr(intern!(py, "__name__"))?.extract()?;
+            let signature: String = full.getattr(intern!(py, "__text_signature__"))?.extract()?;
+            let doc: String = full.getattr(intern!(py, "__doc__"))?.extract()?;
             // CPython takes `name(signature)\n--\n\n` at the start of the docstring as the
             // function's `__text_signature__`, as pyo3 writes it.
             let to_c = |text: String| -> PyResult<&'static CStr> {
@@ -231,5 +229,5 @@ fn add(
     let function = unsafe {
         Bound::from_owned_ptr_or_err(py, ffi::PyCFunction_NewEx(def.as_ptr(), module.as_ptr(), module_name.as_ptr()))
     }?;
-    module.add(function.getattr(interned!(py, "__name__")?)?.cast_into::<PyString>()?, function)
+    module.add(function.getattr(intern!(py, "__name__"))?.cast_into::<PyString>()?, function)
 }

@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyString, PyType};
 
-use crate::once::interned;
+use crate::once::Package;
 
 pyo3::create_exception!(
     cai,
@@ -31,7 +31,7 @@ pyo3::create_exception!(
 /// catches errors from any module; this module's own class otherwise.
 pub fn driver_error(py: Python<'_>, message: impl Into<String>) -> PyErr {
     match driver_error_class(py) {
-        Ok(class) => PyErr::from_type(class.clone(), message.into()),
+        Ok(class) => PyErr::from_type(class, message.into()),
         // A `KeyboardInterrupt` (say) raised while the class was looked up.
         Err(e) => e,
     }
@@ -40,21 +40,29 @@ pub fn driver_error(py: Python<'_>, message: impl Into<String>) -> PyErr {
 /// The class [`driver_error`] raises, looked up once. The import runs Python code (import
 /// hooks), which may raise an exception that must propagate: that is returned, and the
 /// lookup is tried again at the next error.
-fn driver_error_class(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+fn driver_error_class(py: Python<'_>) -> PyResult<Bound<'_, PyType>> {
     static CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-    let class = crate::once::get_or_make(&CLASS, py, || {
-        let shared = py
-            .import("cai._cai")
-            .and_then(|m| m.getattr("CudaDriverError"))
-            .and_then(|c| c.cast_into::<PyType>().map_err(PyErr::from))
-            .and_then(|c| Ok(c.is_subclass_of::<PyRuntimeError>()?.then_some(c)));
-        match shared {
-            Ok(Some(class)) => Ok(class.unbind()),
-            Err(e) if crate::parse::must_propagate(py, &e) => Err(e),
-            Ok(None) | Err(_) => Ok(py.get_type::<CudaDriverError>().unbind()),
-        }
-    })?;
-    Ok(class.bind(py))
+    if let Some(class) = CLASS.get(py) {
+        return Ok(class.bind(py).clone());
+    }
+    let own = || py.get_type::<CudaDriverError>().unbind();
+    let shared = match crate::once::package_attr(py, "CudaDriverError")? {
+        Package::Found(class) => match class.cast_into::<PyType>() {
+            Ok(class) => match class.is_subclass_of::<PyRuntimeError>() {
+                Ok(true) => Some(class.unbind()),
+                Ok(false) => None,
+                Err(e) if crate::parse::must_propagate(py, &e) => return Err(e),
+                Err(_) => None,
+            },
+            Err(_) => None,
+        },
+        Package::Missing => None,
+        // The package's module is still being executed: this module's class, this time.
+        Package::Importing => return Ok(own().into_bound(py)),
+    };
+    // `own` may build the class (pyo3 makes it once), which runs no Python code.
+    let class = crate::once::keep(&CLASS, py, shared.unwrap_or_else(own))?;
+    Ok(class.bind(py).clone())
 }
 
 /// One problem with an interface dict: its class and its message.
@@ -143,7 +151,7 @@ pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> PyResult<String> {
 pub(crate) fn qualified_type_name(obj: &Bound<'_, PyAny>) -> PyResult<String> {
     let py = obj.py();
     let ty = obj.get_type();
-    let module = ty.getattr(interned!(py, "__module__")?).and_then(|m| Ok(m.cast_into::<PyString>()?));
+    let module = ty.getattr(pyo3::intern!(py, "__module__")).and_then(|m| Ok(m.cast_into::<PyString>()?));
     let module = name_text(py, module, "?")?;
     let qualname = name_text(py, ty.qualname(), "?")?;
     Ok(if module == "builtins" { qualname } else { format!("{module}.{qualname}") })

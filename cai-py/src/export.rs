@@ -3,10 +3,10 @@
 use std::cell::RefCell;
 
 use cai_core::{Descr, Descriptor, FieldType, TypeStr};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use crate::once::interned;
 use crate::parse::Interface;
 use crate::view::{CudaArray, HostArray};
 
@@ -36,17 +36,20 @@ pub fn interface_dict<'py>(
     if let Some(template) = hit {
         return template.bind(py).copy();
     }
-    let dict = build(owner, descriptor, iface, None)?;
-    hide(&dict);
+    // The dict being built is tracked by the collector from its first tuple on, and a
+    // collection that a later allocation starts may hand it to a finalizer: the template
+    // is a copy made after, taken off the collector's lists before anything else runs.
+    let template = build(owner, descriptor, iface, None)?.copy()?;
+    hide(&template);
     let evicted = TEMPLATES.with(|t| {
         let mut t = t.borrow_mut();
         let evicted = (t.len() == TEMPLATE_CACHE).then(|| t.remove(0));
-        t.push((iface, descriptor.clone(), dict.clone().unbind()));
+        t.push((iface, descriptor.clone(), template.clone().unbind()));
         evicted
     });
     // Released with the cache not borrowed: nothing a release runs can find it busy.
     drop(evicted);
-    dict.copy()
+    template.copy()
 }
 
 /// Takes `dict`, a dict that holds only ints, strs, tuples of them and None (so it is part
@@ -74,34 +77,34 @@ fn build<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let py = owner.py();
     let dict = PyDict::new(py);
-    dict.set_item(interned!(py, "shape")?, PyTuple::new(py, &descriptor.shape)?)?;
-    dict.set_item(interned!(py, "typestr")?, typestr_str(py, &descriptor.typestr))?;
+    dict.set_item(intern!(py, "shape"), PyTuple::new(py, &descriptor.shape)?)?;
+    dict.set_item(intern!(py, "typestr"), typestr_str(py, &descriptor.typestr))?;
     if let Some(descr) = descriptor.descr.as_ref().filter(|d| d.as_simple().is_none()) {
-        dict.set_item(interned!(py, "descr")?, descr_list(py, descr)?)?;
+        dict.set_item(intern!(py, "descr"), descr_list(py, descr)?)?;
     }
-    dict.set_item(interned!(py, "data")?, (descriptor.data, descriptor.readonly))?;
+    dict.set_item(intern!(py, "data"), (descriptor.data, descriptor.readonly))?;
     let version = match iface {
         Interface::Cuda => descriptor.version,
         Interface::Host => 3,
     };
-    dict.set_item(interned!(py, "version")?, version)?;
+    dict.set_item(intern!(py, "version"), version)?;
     match &descriptor.strides {
-        Some(s) if !descriptor.is_c_contiguous() => dict.set_item(interned!(py, "strides")?, PyTuple::new(py, s)?)?,
-        _ => dict.set_item(interned!(py, "strides")?, py.None())?,
+        Some(s) if !descriptor.is_c_contiguous() => dict.set_item(intern!(py, "strides"), PyTuple::new(py, s)?)?,
+        _ => dict.set_item(intern!(py, "strides"), py.None())?,
     }
     match (mask, &descriptor.mask) {
-        (Some(m), _) => dict.set_item(interned!(py, "mask")?, m)?,
+        (Some(m), _) => dict.set_item(intern!(py, "mask"), m)?,
         (None, Some(m)) => {
             let view = match iface {
                 Interface::Cuda => CudaArray::from_descriptor(owner, (**m).clone())?,
                 Interface::Host => HostArray::from_descriptor(owner, (**m).clone())?,
             };
-            dict.set_item(interned!(py, "mask")?, view)?;
+            dict.set_item(intern!(py, "mask"), view)?;
         }
         (None, None) => {}
     }
     if iface == Interface::Cuda && version >= 3 {
-        dict.set_item(interned!(py, "stream")?, descriptor.stream.to_raw())?;
+        dict.set_item(intern!(py, "stream"), descriptor.stream.to_raw())?;
     }
     Ok(dict)
 }

@@ -1,7 +1,7 @@
 //! Values made once (per process, or per object) by code that can run Python.
 //!
-//! pyo3's `PyOnceLock::get_or_init` (and `intern!` and `PyOnceLock::import`, built on it)
-//! holds the cell while the value is made. Making it can run any Python code: an import
+//! pyo3's `PyOnceLock::get_or_init` (and `PyOnceLock::import`, built on it) holds the
+//! cell while the value is made. Making it can run any Python code: an import
 //! runs import hooks, and any allocation can start a collection whose finalizers run. Code
 //! that asks the same cell on the same thread meanwhile waits for itself forever, and an
 //! error raised meanwhile had to be swallowed or cached. Here the value is made with no
@@ -11,7 +11,6 @@
 use pyo3::exceptions::PySystemError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyString;
 
 /// The value of `cell`, made by `make` when there is none yet (see the module's text).
 #[inline]
@@ -36,22 +35,43 @@ pub(crate) fn keep<'a, T>(cell: &'a PyOnceLock<T>, py: Python<'_>, value: T) -> 
     cell.get(py).ok_or_else(|| PySystemError::new_err("cai: a value made once was not kept"))
 }
 
-/// `text` as an interned Python string, made once per process and call site: pyo3's
-/// `intern!`, without its hold on the cell (see the module's text).
-macro_rules! interned {
-    ($py:expr, $text:expr) => {{
-        static CELL: pyo3::sync::PyOnceLock<pyo3::Py<pyo3::types::PyString>> = pyo3::sync::PyOnceLock::new();
-        $crate::once::string(&CELL, $py, $text)
-    }};
+/// What the installed `cai` package offers a module built on cai-py.
+pub(crate) enum Package<'py> {
+    /// `cai._cai.<name>`.
+    Found(Bound<'py, PyAny>),
+    /// The package cannot be imported, or lacks the attribute: lasting, so the caller
+    /// keeps its own fallback for good.
+    Missing,
+    /// The package's module is being executed (an import hook or a finalizer called in
+    /// mid-import) and has no such attribute yet: the fallback serves this call only, and
+    /// the next call looks again.
+    Importing,
 }
-pub(crate) use interned;
 
-/// The string of `cell`, `text` interned (for [`interned!`]).
-#[inline]
-pub(crate) fn string<'a, 'py>(
-    cell: &'a PyOnceLock<Py<PyString>>,
-    py: Python<'py>,
-    text: &str,
-) -> PyResult<&'a Bound<'py, PyString>> {
-    get_or_make(cell, py, || Ok(PyString::intern(py, text).unbind())).map(|s| s.bind(py))
+/// Looks `cai._cai.<name>` up. Importing runs Python code; an exception that must
+/// propagate does, any other means [`Package::Missing`].
+pub(crate) fn package_attr<'py>(py: Python<'py>, name: &str) -> PyResult<Package<'py>> {
+    let must_propagate = |e: PyErr| if crate::parse::must_propagate(py, &e) { Err(e) } else { Ok(Package::Missing) };
+    let module = match py.import("cai._cai") {
+        Ok(module) => module,
+        Err(e) => return must_propagate(e),
+    };
+    match module.getattr_opt(name) {
+        Ok(Some(value)) => return Ok(Package::Found(value)),
+        Ok(None) => {}
+        Err(e) => must_propagate(e).map(drop)?,
+    }
+    // importlib sets `__spec__._initializing` while it executes a module.
+    let initializing = module
+        .getattr_opt("__spec__")
+        .and_then(|spec| match spec {
+            Some(spec) if !spec.is_none() => spec.getattr_opt("_initializing"),
+            _ => Ok(None),
+        })
+        .and_then(|flag| flag.map_or(Ok(false), |f| f.is_truthy()));
+    match initializing {
+        Ok(true) => Ok(Package::Importing),
+        Ok(false) => Ok(Package::Missing),
+        Err(e) => must_propagate(e),
+    }
 }

@@ -29,10 +29,9 @@ use pyo3::exceptions::{PyMemoryError, PyOverflowError, PyRecursionError, PyRunti
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple, PyType};
-use pyo3::{ffi, Borrowed, PyTypeInfo};
+use pyo3::{ffi, intern, Borrowed, PyTypeInfo};
 
 use crate::error::{received, Problem};
-use crate::once::interned;
 
 /// Which of the two interfaces a dict belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,10 +52,10 @@ impl Interface {
     }
 
     /// The attribute name as an interned Python string.
-    pub(crate) fn interned(self, py: Python<'_>) -> PyResult<&Bound<'_, PyString>> {
+    pub(crate) fn interned(self, py: Python<'_>) -> &Bound<'_, PyString> {
         match self {
-            Interface::Cuda => interned!(py, "__cuda_array_interface__"),
-            Interface::Host => interned!(py, "__array_interface__"),
+            Interface::Cuda => intern!(py, "__cuda_array_interface__"),
+            Interface::Host => intern!(py, "__array_interface__"),
         }
     }
 
@@ -193,7 +192,7 @@ pub(crate) fn no_interface(obj: &Bound<'_, PyAny>, iface: Interface) -> PyErr {
 #[inline]
 pub(crate) fn attribute<'py>(obj: &Bound<'py, PyAny>, iface: Interface) -> PyResult<Option<Bound<'py, PyAny>>> {
     let _nesting = Nesting::enter(iface.attribute())?;
-    obj.getattr_opt(iface.interned(obj.py())?)
+    obj.getattr_opt(iface.interned(obj.py()))
 }
 
 /// Reads `obj`'s interface attribute and parses it. A missing attribute is a `TypeError`;
@@ -240,7 +239,7 @@ fn quick(value: &Bound<'_, PyAny>, iface: Interface) -> Option<Parsed> {
     if !value.is_exact_instance_of::<PyDict>() {
         return None;
     }
-    let names = interned_keys(value.py()).ok()?;
+    let names = interned_keys(value.py());
     let mut values = [std::ptr::null_mut::<ffi::PyObject>(); 8];
     let (mut pos, mut key, mut item): (ffi::Py_ssize_t, *mut ffi::PyObject, *mut ffi::PyObject) =
         (0, std::ptr::null_mut(), std::ptr::null_mut());
@@ -523,15 +522,15 @@ const MASK: usize = 6;
 const STREAM: usize = 7;
 
 /// [`KEYS`] as interned Python strings, made once.
-fn interned_keys(py: Python<'_>) -> PyResult<&[Py<PyString>; 8]> {
+fn interned_keys(py: Python<'_>) -> &[Py<PyString>; 8] {
     static NAMES: PyOnceLock<[Py<PyString>; 8]> = PyOnceLock::new();
-    crate::once::get_or_make(&NAMES, py, || Ok(KEYS.map(|k| PyString::intern(py, k).unbind())))
+    NAMES.get_or_init(py, || KEYS.map(|k| PyString::intern(py, k).unbind()))
 }
 
 impl<'py> Keys<'py> {
     fn gather(dict: &Bound<'py, PyDict>) -> PyResult<Keys<'py>> {
         let py = dict.py();
-        let names = interned_keys(py)?;
+        let names = interned_keys(py);
         let mut keys = Keys { values: Default::default(), repeated: None };
         let (mut pos, mut key, mut value): (ffi::Py_ssize_t, *mut ffi::PyObject, *mut ffi::PyObject) =
             (0, std::ptr::null_mut(), std::ptr::null_mut());

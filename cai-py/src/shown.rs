@@ -16,7 +16,6 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use crate::once::interned;
 use crate::parse::must_propagate;
 
 /// The most characters of a value a message shows; `...` marks a value cut there.
@@ -205,7 +204,7 @@ fn own_repr<'py>(value: &Bound<'py, PyAny>) -> PyResult<Repr<'py>> {
     }
     // An int too long for its decimal form (CPython refuses more than 4,300 digits).
     if value.is_exact_instance_of::<pyo3::types::PyInt>() {
-        if let Ok(bits) = value.call_method0(interned!(py, "bit_length")?).and_then(|b| b.extract::<u64>()) {
+        if let Ok(bits) = value.call_method0(pyo3::intern!(py, "bit_length")).and_then(|b| b.extract::<u64>()) {
             return Ok(Repr::Placeholder(format!("<an int of {bits} bits>")));
         }
     }

@@ -8,14 +8,14 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use pyo3::{ffi, Borrowed};
+use pyo3::{ffi, intern, Borrowed};
 use pyo3::{PyTraverseError, PyVisit};
 
 use crate::entry::{GetterDef, MethodDef};
 use crate::error::{py_tuple, to_py_err};
 use crate::export::{descr_list, interface_dict};
-use crate::once::interned;
-use crate::parse::{must_propagate, Interface, Parsed};
+use crate::once::Package;
+use crate::parse::{Interface, Parsed};
 
 /// What both view classes hold.
 #[derive(Debug)]
@@ -96,17 +96,18 @@ fn factory(py: Python<'_>) -> PyResult<Option<Bound<'_, PyAny>>> {
     if FACTORY.get(py).is_none() {
         // Importing runs Python code, which may make views itself: the lock is not held
         // meanwhile, and the first value stored wins.
-        let found = match py.import(interned!(py, "cai._cai")?) {
-            Ok(module) => match module.getattr_opt(interned!(py, "_make_view_v1")?) {
-                Ok(f) => f.map(Bound::unbind),
-                Err(e) if must_propagate(py, &e) => return Err(e),
-                Err(_) => None,
-            },
-            Err(e) if must_propagate(py, &e) => return Err(e),
-            Err(_) => None,
+        let found = match crate::once::package_attr(py, "_make_view_v1")? {
+            Package::Found(f) => Some(f.unbind()),
+            Package::Missing => None,
+            // The package's module is still being executed: this module's classes, this
+            // time (complete, but not renamed, since the next call looks again).
+            Package::Importing => {
+                install_methods(py)?;
+                return Ok(None);
+            }
         };
         if found.is_none() {
-            own_classes_module(py)?;
+            own_classes_module(py);
             install_methods(py)?;
         }
         let _ = FACTORY.set(py, found);
@@ -116,11 +117,11 @@ fn factory(py: Python<'_>) -> PyResult<Option<Bound<'_, PyAny>>> {
 
 /// Without the `cai` package, this module's classes say that a module built on cai-py
 /// made them, not the package.
-fn own_classes_module(py: Python<'_>) -> PyResult<()> {
+fn own_classes_module(py: Python<'_>) {
     for class in [py.get_type::<CudaArray>(), py.get_type::<HostArray>()] {
-        class.setattr(interned!(py, "__module__")?, interned!(py, "cai_py")?)?;
+        // Best effort: the name only shows in reprs and `__module__`.
+        let _ = class.setattr(intern!(py, "__module__"), intern!(py, "cai_py"));
     }
-    Ok(())
 }
 
 /// The `cai` package's factory: a view of the interface dict `interface`, kept alive by
@@ -197,18 +198,8 @@ the array API standard's __dlpack__).";
 ///   instructions of a read), in place of pyo3's property of the same name.
 pub(crate) fn install_methods(py: Python<'_>) -> PyResult<()> {
     let classes = [
-        (
-            py.get_type::<CudaArray>(),
-            CudaArray::dlpack_def(),
-            CudaArray::interface_def(),
-            Interface::Cuda.interned(py)?,
-        ),
-        (
-            py.get_type::<HostArray>(),
-            HostArray::dlpack_def(),
-            HostArray::interface_def(),
-            Interface::Host.interned(py)?,
-        ),
+        (py.get_type::<CudaArray>(), CudaArray::dlpack_def(), CudaArray::interface_def(), Interface::Cuda.interned(py)),
+        (py.get_type::<HostArray>(), HostArray::dlpack_def(), HostArray::interface_def(), Interface::Host.interned(py)),
     ];
     for (class, dlpack, interface, attribute) in classes {
         // SAFETY: the definitions live for the process and the class is a live type
@@ -216,7 +207,7 @@ pub(crate) fn install_methods(py: Python<'_>) -> PyResult<()> {
         // with an exception set.
         let method =
             unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyDescr_NewMethod(class.as_type_ptr(), dlpack.as_ptr())) }?;
-        class.setattr(interned!(py, "__dlpack__")?, method)?;
+        class.setattr(intern!(py, "__dlpack__"), method)?;
         // SAFETY: as for the method.
         let getter = unsafe {
             Bound::from_owned_ptr_or_err(py, ffi::PyDescr_NewGetSet(class.as_type_ptr(), interface.as_ptr()))

@@ -100,6 +100,8 @@ def test_export_arguments_are_checked():
             m.__dlpack__(max_version=bad)
     with pytest.raises(ValueError, match=r"max_version: 1180591620717411303424 \(int\) is out of range"):
         m.__dlpack__(max_version=(2**70, 0))
+    with pytest.raises(ValueError, match=r"max_version: np.uint64\(9223372036854775808\) \(uint64\) is out of range"):
+        m.__dlpack__(max_version=(1, np.uint64(2**63)))
 
 
 def test_a_views_dlpack_reads_its_keywords_as_python_would():
