@@ -1,8 +1,8 @@
 //! Values made once (per process, or per object) by code that can run Python.
 //!
 //! pyo3's `PyOnceLock::get_or_init` (and `PyOnceLock::import`, built on it) holds the
-//! cell while the value is made. Making it can run any Python code: an import
-//! runs import hooks, and any allocation can start a collection whose finalizers run. Code
+//! cell while the value is made. Making it can run any Python code: an import runs
+//! import hooks, and any allocation can start a collection whose finalizers run. Code
 //! that asks the same cell on the same thread meanwhile waits for itself forever, and an
 //! error raised meanwhile had to be swallowed or cached. Here the value is made with no
 //! cell held, and the first value stored wins; an error is returned and nothing is kept,
