@@ -47,15 +47,17 @@ fn driver_error_class(py: Python<'_>) -> PyResult<Bound<'_, PyType>> {
     }
     let own = || py.get_type::<CudaDriverError>().unbind();
     let shared = match crate::once::package_attr(py, "CudaDriverError")? {
-        Package::Found(class) => match class.cast_into::<PyType>() {
-            Ok(class) => match class.is_subclass_of::<PyRuntimeError>() {
-                Ok(true) => Some(class.unbind()),
-                Ok(false) => None,
+        Package::Found(found) => {
+            let class = found
+                .cast_into::<PyType>()
+                .map_err(PyErr::from)
+                .and_then(|class| Ok(class.is_subclass_of::<PyRuntimeError>()?.then_some(class)));
+            match class {
+                Ok(class) => class.map(Bound::unbind),
                 Err(e) if crate::parse::must_propagate(py, &e) => return Err(e),
                 Err(_) => None,
-            },
-            Err(_) => None,
-        },
+            }
+        }
         Package::Missing => None,
         // The package's module is still being executed: this module's class, this time.
         Package::Importing => return Ok(own().into_bound(py)),

@@ -379,13 +379,9 @@ impl<'py> Argument<'py> {
         let (borrow, spare) = registry::acquire(&parsed.descriptor, parsed.extent, writable)?;
         let mut slot = spare.unwrap_or_else(Box::new_uninit);
         let contents = slot.as_mut_ptr();
-        // Every field named, with no `..`: a field added to `Contents` fails the build here
-        // until it is written below (never called; it only makes the compiler check).
-        let _ = |c: Contents| {
-            let Contents { object: _, descriptor: _, c_strides: _, extent: _, borrow: _, dlpack: _ } = c;
-        };
         // SAFETY: `contents` is valid for writes of a `Contents`, and each field is written
-        // once, in place. (Built whole and then written, as `MaybeUninit::write` does, the
+        // once, in place (a field added to `Contents` fails the build at the pattern in
+        // `drop`, which names every field, until it is handled there and written here). (Built whole and then written, as `MaybeUninit::write` does, the
         // contents were copied twice: LLVM cannot tell that a reused box does not overlap
         // the parsed array.)
         unsafe {

@@ -51,15 +51,15 @@ pub(crate) enum Package<'py> {
 /// Looks `cai._cai.<name>` up. Importing runs Python code; an exception that must
 /// propagate does, any other means [`Package::Missing`].
 pub(crate) fn package_attr<'py>(py: Python<'py>, name: &str) -> PyResult<Package<'py>> {
-    let must_propagate = |e: PyErr| if crate::parse::must_propagate(py, &e) { Err(e) } else { Ok(Package::Missing) };
     let module = match py.import("cai._cai") {
         Ok(module) => module,
-        Err(e) => return must_propagate(e),
+        Err(e) if crate::parse::must_propagate(py, &e) => return Err(e),
+        Err(_) => return Ok(Package::Missing),
     };
     match module.getattr_opt(name) {
         Ok(Some(value)) => return Ok(Package::Found(value)),
-        Ok(None) => {}
-        Err(e) => must_propagate(e).map(drop)?,
+        Err(e) if crate::parse::must_propagate(py, &e) => return Err(e),
+        Ok(None) | Err(_) => {}
     }
     // importlib sets `__spec__._initializing` while it executes a module.
     let initializing = module
@@ -71,7 +71,7 @@ pub(crate) fn package_attr<'py>(py: Python<'py>, name: &str) -> PyResult<Package
         .and_then(|flag| flag.map_or(Ok(false), |f| f.is_truthy()));
     match initializing {
         Ok(true) => Ok(Package::Importing),
-        Ok(false) => Ok(Package::Missing),
-        Err(e) => must_propagate(e),
+        Err(e) if crate::parse::must_propagate(py, &e) => Err(e),
+        Ok(false) | Err(_) => Ok(Package::Missing),
     }
 }

@@ -528,7 +528,7 @@ fn interned_keys(py: Python<'_>) -> &[Py<PyString>; 8] {
 }
 
 impl<'py> Keys<'py> {
-    fn gather(dict: &Bound<'py, PyDict>) -> PyResult<Keys<'py>> {
+    fn gather(dict: &Bound<'py, PyDict>) -> Keys<'py> {
         let py = dict.py();
         let names = interned_keys(py);
         let mut keys = Keys { values: Default::default(), repeated: None };
@@ -555,7 +555,7 @@ impl<'py> Keys<'py> {
                 keys.values[i] = Some(unsafe { Bound::from_borrowed_ptr(py, value) });
             }
         }
-        Ok(keys)
+        keys
     }
 
     /// The problem of a key given twice (see [`Keys::repeated`]).
@@ -645,7 +645,7 @@ fn newer_version_notice(v: u64) -> String {
 /// The strict read: the first problem is the result.
 fn strict(dict: &Bound<'_, PyDict>, iface: Interface) -> Result<Parsed, Failure> {
     let py = dict.py();
-    let keys = Keys::gather(dict)?;
+    let keys = Keys::gather(dict);
     if let Some(problem) = keys.repeated_problem() {
         return Err(problem.into());
     }
@@ -742,7 +742,7 @@ fn collect_value(value: &Bound<'_, PyAny>, iface: Interface, out: &mut Vec<Strin
 /// The collecting read: every problem is noted. `alone`: the read began outside any other
 /// (see [`collect_mask`]).
 fn collect(dict: &Bound<'_, PyDict>, iface: Interface, out: &mut Vec<String>, alone: bool) -> PyResult<()> {
-    let keys = Keys::gather(dict)?;
+    let keys = Keys::gather(dict);
     out.extend(keys.repeated_problem().map(|p| p.message));
     let declared = note(out, version(keys.get(VERSION)))?;
     let rules = rules_version(declared.unwrap_or(u64::from(CURRENT_VERSION)), iface);
