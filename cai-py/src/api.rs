@@ -461,11 +461,11 @@ pub fn pointer_attributes<'py>(ptr: &Bound<'py, PyAny>) -> PyResult<Bound<'py, P
 fn pointer_attributes_impl<'py>(py: Python<'py>, ptr: usize) -> PyResult<Bound<'py, PyDict>> {
     use cai_core::cuda;
     let driver =
-        |e: cai_core::DriverError| crate::error::driver_error(py, format!("data: cannot query pointer 0x{ptr:x}: {e}"));
+        |e: cai_core::DriverError| crate::error::driver_error(py, format!("ptr: cannot query pointer 0x{ptr:x}: {e}"));
     cuda::driver_status().map_err(driver)?;
     let info = cuda::pointer_info(ptr).map_err(driver)?.ok_or_else(|| {
         Problem::value_error(format!(
-            "data: pointer 0x{ptr:x} is not memory the CUDA driver knows (neither device, managed nor pinned host memory)"
+            "ptr: 0x{ptr:x} is not memory the CUDA driver knows (neither device, managed nor pinned host memory)"
         ))
     })?;
     let d = PyDict::new(py);
@@ -479,6 +479,6 @@ fn pointer_attributes_impl<'py>(py: Python<'py>, ptr: usize) -> PyResult<Bound<'
 fn pointer_attributes_impl<'py>(py: Python<'py>, ptr: usize) -> PyResult<Bound<'py, PyDict>> {
     Err(crate::error::driver_error(
         py,
-        format!("data: cannot query pointer 0x{ptr:x}: {}", cai_core::DriverError::Unsupported),
+        format!("ptr: cannot query pointer 0x{ptr:x}: {}", cai_core::DriverError::Unsupported),
     ))
 }

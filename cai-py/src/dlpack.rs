@@ -252,8 +252,9 @@ fn max_version(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<(i64, i64)>>
 fn dl_device(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<DLDevice>> {
     let Some(v) = some(value) else { return Ok(None) };
     let (t, id) = int_pair(v, "dl_device")?;
+    // Worded as `int_pair` words a part past 64 bits: the value, then its type.
     let narrow =
-        |n: i64| i32::try_from(n).map_err(|_| PyValueError::new_err(format!("dl_device: {n} is out of range")));
+        |n: i64| i32::try_from(n).map_err(|_| PyValueError::new_err(format!("dl_device: {n} (int) is out of range")));
     Ok(Some(DLDevice { device_type: narrow(t)?, device_id: narrow(id)? }))
 }
 

@@ -79,7 +79,7 @@ def test_a_driver_whose_cuinit_fails_is_a_clear_driver_error(stubs):
     assert lines[0] == "present: True"
     reason = "the CUDA driver library was found but cannot be used: cuInit failed: CUDA_ERROR_NO_DEVICE (100): no CUDA-capable device is detected"
     assert lines[1] == f"CudaDriverError: stream: cannot synchronize on stream 7: {reason}; pass sync=False (or set CAI_IMPORT_SYNC=ignore) to skip synchronization and order the work yourself"
-    assert lines[2] == f"CudaDriverError: data: cannot query pointer 0x7f0000000000: {reason}"
+    assert lines[2] == f"CudaDriverError: ptr: cannot query pointer 0x7f0000000000: {reason}"
     assert lines[3].startswith(f"CudaDriverError: stream: cannot synchronize on stream 7: {reason}; set CAI_IMPORT_SYNC=ignore, or call cai.configure(import_sync='ignore')")
     assert lines[4] == "ptr: 0x7f0000000000"
 

@@ -1,5 +1,6 @@
 """Typed extractors of #[pyfunction] arguments (cai_py::PyCudaArray)."""
 
+import functools
 import sys
 
 import numpy as np
@@ -87,6 +88,31 @@ def test_overlapping_read_write_arguments_are_refused():
 def test_empty_arrays_never_overlap():
     empty = Producer(cai_dict(shape=(0,), ptr=0))
     assert fx.add_into(empty, empty) == (0, 0)
+
+def test_a_call_is_told_by_the_python_frame_it_is_made_from():
+    # As the README says: a call made from an argument's property through a Python
+    # function is another call; one made with no Python frame between (here the getter
+    # is a functools.partial of the extractor function itself) counts as the outer call.
+    out = Producer(cai_dict(shape=(8,)))
+    elsewhere = cai_dict(shape=(4,), ptr=PTR + 4096)
+    inner = []
+
+    def through_python(_):
+        inner.append(fx.add_into(Producer(cai_dict(shape=(8,))), Producer(elsewhere)))
+        return elsewhere
+
+    class ThroughPython:
+        __cuda_array_interface__ = property(through_python)
+
+    assert fx.add_into(out, ThroughPython()) == (8, 4)
+    assert inner == [(8, 4)]
+
+    class ThroughC:
+        __cuda_array_interface__ = property(functools.partial(fx.add_into, Producer(cai_dict(shape=(8,)))))
+
+    with pytest.raises(BufferError, match="overlap .* of another argument of this call; two read-write arguments"):
+        fx.add_into(out, ThroughC())
+
 
 
 def test_writes_reach_the_producer_memory():

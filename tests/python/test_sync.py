@@ -50,9 +50,9 @@ def test_ignore_and_stream_none_need_no_driver():
 @no_driver
 def test_pointer_attributes_without_driver():
     assert cai.cuda_driver_present() is False
-    with pytest.raises(cai.CudaDriverError, match="data: cannot query pointer 0x7f0000000000"):
+    with pytest.raises(cai.CudaDriverError, match="ptr: cannot query pointer 0x7f0000000000"):
         cai.pointer_attributes(PTR)
-    with pytest.raises(cai.CudaDriverError, match="data: cannot query pointer 0x10"):
+    with pytest.raises(cai.CudaDriverError, match="ptr: cannot query pointer 0x10"):
         cai.pointer_attributes(np.uint64(16))
 
 

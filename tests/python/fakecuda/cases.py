@@ -70,7 +70,7 @@ def test_pointer_attributes_name_the_memory_and_its_allocation(kind, managed, me
 
 
 def test_pointer_attributes_of_unknown_memory_is_a_value_error():
-    with pytest.raises(ValueError, match=r"^data: pointer 0x3039 is not memory the CUDA driver knows"):
+    with pytest.raises(ValueError, match=r"^ptr: 0x3039 is not memory the CUDA driver knows"):
         cai.pointer_attributes(12345)
 
 
