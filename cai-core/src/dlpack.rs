@@ -193,7 +193,10 @@ pub mod flags {
 /// bfloat16 (as PyTorch and `ml_dtypes` export it through the interface).
 pub fn data_type(typestr: &TypeStr) -> Result<DLDataType, String> {
     let size = typestr.itemsize();
-    if typestr.byte_order() != ByteOrder::NATIVE && typestr.byte_order() != ByteOrder::NotApplicable {
+    // A byte order means nothing to one-byte items and raw bytes (NumPy exports `>u1` as
+    // uint8); `<V2` is bfloat16 only in the native order, which the match below checks.
+    let ordered = size > 1 && typestr.kind() != Kind::Void;
+    if ordered && typestr.byte_order() != ByteOrder::NATIVE && typestr.byte_order() != ByteOrder::NotApplicable {
         return Err(format!("'{typestr}' is not in this machine's byte order, which DLPack requires"));
     }
     let bits = u8::try_from(size * 8).ok();
@@ -297,6 +300,13 @@ mod tests {
         assert_eq!(data_type(&ts("<V2")).unwrap(), DLDataType { code: type_code::BFLOAT, bits: 16, lanes: 1 });
         // Two raw bytes (NumPy's `V2`, a two-byte record) are not bfloat16.
         assert!(data_type(&ts("|V2")).is_err());
+        // One-byte items have no byte order to be wrong: NumPy exports `>u1` as uint8.
+        for s in [">u1", "<u1", ">i1", ">b1"] {
+            assert_eq!(data_type(&ts(s)).unwrap(), data_type(&ts(&format!("|{}", &s[1..]))).unwrap(), "{s}");
+        }
+        // Raw bytes in the other order are still raw bytes, not bfloat16, and say so.
+        let other = if cfg!(target_endian = "little") { ">V2" } else { "<V2" };
+        assert_eq!(data_type(&ts(other)).unwrap_err(), format!("'{other}' has no DLPack data type"));
     }
 
     #[test]

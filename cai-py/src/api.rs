@@ -18,6 +18,9 @@ use crate::view::Core;
 fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult<Option<Stream>> {
     let Some(obj) = stream.filter(|s| !s.is_none()) else { return Ok(Some(Stream::LegacyDefault)) };
     let py = obj.py();
+    // The stream object's code (`__index__`, `__cuda_stream__`, properties) may call cai
+    // again, with a stream object again.
+    let _nesting = parse::Nesting::enter("stream")?;
     let not_a_stream = || -> PyErr {
         match received(obj) {
             Ok(r) => Problem::type_error(format!(
@@ -30,17 +33,20 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
     };
     // The stream object's own code runs below (`__index__`, properties): an exception
     // that must propagate does; any other is reported with what the object gave.
+    let not_handle = |value: &Bound<'_, PyAny>, source: &str, why: &str| -> PyErr {
+        match (received(value), source) {
+            (Ok(r), "") => Problem::value_error(format!("stream: {r} is not a stream handle")).into(),
+            (Ok(r), _) => {
+                Problem::value_error(format!("stream: {source} gave {r}, which is not a stream handle{why}")).into()
+            }
+            (Err(e), _) => e,
+        }
+    };
     let handle_of = |value: &Bound<'_, PyAny>, source: &str, e: PyErr| -> PyErr {
         if must_propagate(py, &e) {
             return e;
         }
-        match (received(value), source) {
-            (Ok(r), "") => Problem::value_error(format!("stream: {r} is not a stream handle")).into(),
-            (Ok(r), _) => {
-                Problem::value_error(format!("stream: {source} gave {r}, which is not a stream handle")).into()
-            }
-            (Err(e), _) => e,
-        }
+        not_handle(value, source, "")
     };
     let from_int = |raw: i64| -> PyResult<Option<Stream>> {
         if raw == -1 && no_sync {
@@ -56,11 +62,32 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
         let raw = obj.extract::<i64>().map_err(|e| handle_of(obj, "", e))?;
         return from_int(raw);
     }
+    // A handle that `value` gave through `source`: an int that is not a bool.
+    let handle = |h: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>, source: &str| -> PyResult<usize> {
+        if h.is_instance_of::<PyBool>() {
+            return Err(not_handle(value, source, " (a bool)"));
+        }
+        h.extract::<usize>().map_err(|e| handle_of(value, source, e))
+    };
     let handle = if let Some(method) = obj.getattr_opt(pyo3::intern!(py, "__cuda_stream__"))? {
+        if !method.is_callable() {
+            let r = received(&method)?;
+            return Err(Problem::type_error(format!("stream: __cuda_stream__ is not a method, received {r}")).into());
+        }
         let pair = method.call0()?;
-        pair.extract::<(i64, usize)>().map_err(|e| handle_of(&pair, "__cuda_stream__()", e))?.1
+        let source = "__cuda_stream__()";
+        let (version, h) =
+            pair.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>().map_err(|e| handle_of(&pair, source, e))?;
+        // The protocol's answer is (0, handle): version 0 is the only one defined.
+        let version_zero = version.is_instance_of::<pyo3::types::PyInt>()
+            && !version.is_instance_of::<PyBool>()
+            && version.extract::<i64>().is_ok_and(|v| v == 0);
+        if !version_zero {
+            return Err(not_handle(&pair, source, " (its version is not 0, the protocol's one version)"));
+        }
+        handle(&h, &pair, source)?
     } else if let Some(h) = obj.getattr_opt(pyo3::intern!(py, "cuda_stream"))? {
-        h.extract::<usize>().map_err(|e| handle_of(&h, ".cuda_stream", e))?
+        handle(&h, &h, ".cuda_stream")?
     } else if let Some(h) = obj.getattr_opt(pyo3::intern!(py, "ptr"))? {
         // A cai view's `.ptr` is its data pointer, not a stream.
         for key in ["__cuda_array_interface__", "__array_interface__", "__dlpack__"] {
@@ -68,7 +95,7 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
                 return Err(not_a_stream());
             }
         }
-        h.extract::<usize>().map_err(|e| handle_of(&h, ".ptr", e))?
+        handle(&h, &h, ".ptr")?
     } else {
         // An int-like object (NumPy's integers): its `__index__`.
         let raw = match obj.extract::<i64>() {
@@ -360,18 +387,19 @@ pub fn configure<'py>(
     let version = match some_value(export_version) {
         None => None,
         Some(v) => {
-            let number = if v.is_instance_of::<PyBool>() {
-                None
-            } else {
-                match v.extract::<i64>() {
-                    Ok(n) => Some(n),
-                    Err(e) if must_propagate(py, &e) => return Err(e),
-                    Err(_) => None,
-                }
+            // An int-like value's `__index__` may call cai again.
+            let _nesting = parse::Nesting::enter("export_version")?;
+            let wrong_type = || -> PyResult<PyErr> {
+                Ok(Problem::type_error(format!("export_version: expected 2 or 3, received {}", received(v)?)).into())
             };
-            match number {
-                Some(2) => Some(2),
-                Some(3) => Some(3),
+            if v.is_instance_of::<PyBool>() {
+                return Err(wrong_type()?);
+            }
+            match v.extract::<i64>() {
+                Ok(2) => Some(2),
+                Ok(3) => Some(3),
+                Err(e) if must_propagate(py, &e) => return Err(e),
+                Err(e) if !e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) => return Err(wrong_type()?),
                 _ => return Err(Problem::value_error(format!("export_version: {} is not 2 or 3", received(v)?)).into()),
             }
         }
@@ -411,8 +439,15 @@ fn bool_argument(name: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Optio
     let wrong = || -> PyResult<Option<bool>> {
         Err(Problem::type_error(format!("{name}: expected True or False, received {}", received(v)?)).into())
     };
-    // NumPy's bool, recognized by its type's name (reading it may run a metaclass's code,
-    // whose interrupt propagates) and read by its truth value.
+    // NumPy's bool, recognized by its type's name and read by its truth value. It is a
+    // static type: a Python class that calls itself so is not it (and no Python code runs
+    // to read a static type's name).
+    // SAFETY: reading the flags of a live type object.
+    let heap =
+        unsafe { pyo3::ffi::PyType_GetFlags(v.get_type().as_ptr().cast()) } & pyo3::ffi::Py_TPFLAGS_HEAPTYPE != 0;
+    if heap {
+        return wrong();
+    }
     let qualified = crate::error::qualified_type_name(v)?;
     if qualified != "numpy.bool" && qualified != "numpy.bool_" {
         return wrong();
@@ -442,6 +477,8 @@ pub fn cuda_driver_present() -> bool {
 #[pyfunction]
 pub fn pointer_attributes<'py>(ptr: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
     let py = ptr.py();
+    // An int-like value's `__index__` may call cai again.
+    let nesting = parse::Nesting::enter("ptr")?;
     let value = match ptr.extract::<usize>() {
         Ok(value) if !ptr.is_instance_of::<PyBool>() => value,
         Err(e) if must_propagate(py, &e) => return Err(e),
@@ -454,6 +491,7 @@ pub fn pointer_attributes<'py>(ptr: &Bound<'py, PyAny>) -> PyResult<Bound<'py, P
         }
         _ => return Err(Problem::type_error(format!("ptr: expected an int, received {}", received(ptr)?)).into()),
     };
+    drop(nesting);
     pointer_attributes_impl(py, value)
 }
 

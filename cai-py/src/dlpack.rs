@@ -127,9 +127,16 @@ pub(crate) unsafe fn fastcall_arguments<'a, 'py>(
                 Some(index)
             });
         let Some(index) = index else {
-            // CPython's calls pass str names; a C caller's other object is named by repr.
+            // CPython's calls pass str names, shown as Python shows a str (`'\udc80'` for a
+            // lone surrogate; a subclass's own `__repr__` is not asked); a C caller's other
+            // object is named by repr and type.
             let text = match name.cast::<PyString>() {
-                Ok(s) => format!("'{}'", s.to_string_lossy()),
+                Ok(s) => {
+                    // SAFETY: `s` is a live str; PyUnicode_FromObject returns a new reference
+                    // to an exact str of its text, or null with an exception set.
+                    let exact = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyUnicode_FromObject(s.as_ptr())) }?;
+                    crate::shown::shown(&exact)?
+                }
                 Err(_) => received(&name)?,
             };
             return Err(PyTypeError::new_err(format!("__dlpack__() got an unexpected keyword argument {text}")));
@@ -294,6 +301,8 @@ impl Wanted {
                 return Ok(Wanted { versioned: major >= 1, copy: None, stream: default_stream(memory), device: None });
             }
         }
+        // The values' own code (`__index__`, `__repr__` for a message) may call cai again.
+        let _nesting = crate::parse::Nesting::enter("the arguments of __dlpack__")?;
         Ok(Wanted {
             versioned: max_version(request.max_version)?.is_some_and(|(major, _)| major >= 1),
             copy: copy_flag(request.copy)?,
@@ -797,6 +806,11 @@ fn import_from(
             "__dlpack_device__: objects of type '{type_name}' have __dlpack__ but not __dlpack_device__"
         )));
     };
+    for (name, method) in [("__dlpack__", &dlpack_method), ("__dlpack_device__", &device_method)] {
+        if !method.is_callable() {
+            return Err(PyTypeError::new_err(format!("{name}: expected a method, received {}", received(method)?)));
+        }
+    }
     let reported = device_method.call0()?;
     let (t, id) = int_pair(&reported, "__dlpack_device__")?;
     // DLPack's device ids are ordinals.

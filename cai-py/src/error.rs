@@ -143,6 +143,8 @@ pub(crate) fn not_picklable(name: &str) -> PyErr {
 
 /// The name of `obj`'s type, or `?` when it cannot be read.
 pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    // A metaclass's code reads the name, and may call cai again.
+    let _nesting = crate::parse::Nesting::enter("a type's name")?;
     // A class may name itself with a million characters: quoted by its start, as values are.
     Ok(cai_core::shortened(name_text(obj.py(), obj.get_type().name(), "?")?))
 }
@@ -152,6 +154,7 @@ pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> PyResult<String> {
 /// which formats the module through `str()` (see [`name_text`]).
 pub(crate) fn qualified_type_name(obj: &Bound<'_, PyAny>) -> PyResult<String> {
     let py = obj.py();
+    let _nesting = crate::parse::Nesting::enter("a type's name")?;
     let ty = obj.get_type();
     let module = ty.getattr(pyo3::intern!(py, "__module__")).and_then(|m| Ok(m.cast_into::<PyString>()?));
     let module = name_text(py, module, "?")?;

@@ -1113,9 +1113,16 @@ fn descr_list(list: &Bound<'_, PyList>, depth: u32) -> PyResult<Result<Descr, St
             };
             let Ok(st) = s.cast::<PyTuple>() else { return Ok(Err(bad()?)) };
             for d in st.iter() {
-                let n = match d.cast_exact::<PyInt>() {
-                    Ok(int) => int.extract::<usize>().ok(),
-                    Err(_) => None,
+                // Ints and int-likes (NumPy's integers), as for the array's own shape; not
+                // bools. `__index__` runs the producer's code: `d` and the tuple are held.
+                let n = if d.is_instance_of::<PyBool>() {
+                    None
+                } else {
+                    match d.extract::<i64>() {
+                        Ok(n) => usize::try_from(n).ok(),
+                        Err(e) if must_propagate(d.py(), &e) => return Err(e),
+                        Err(_) => None,
+                    }
                 };
                 match n {
                     Some(n) => shape.push(n),

@@ -195,7 +195,9 @@ pub(crate) fn propagates(py: Python<'_>, e: &PyErr) -> bool {
 /// The value's own `repr`, or the placeholder of the exception it raised.
 fn own_repr<'py>(value: &Bound<'py, PyAny>) -> PyResult<Repr<'py>> {
     let py = value.py();
-    let e = match value.repr() {
+    // The `repr` may call cai again (and again): past the nesting limit, it shows as one
+    // that raised `RecursionError`.
+    let e = match crate::parse::Nesting::enter("a value's repr").and_then(|_nesting| value.repr()) {
         Ok(r) => return Ok(Repr::Text(r)),
         Err(e) => e,
     };

@@ -113,6 +113,9 @@ def test_a_views_dlpack_reads_its_keywords_as_python_would():
         view.__dlpack__(None)
     with pytest.raises(TypeError, match=r"^__dlpack__\(\) got an unexpected keyword argument 'versions'$"):
         view.__dlpack__(versions=(1, 0))
+    # A name is shown as Python shows a str: a lone surrogate escaped, not replaced.
+    with pytest.raises(TypeError, match=r"^__dlpack__\(\) got an unexpected keyword argument '\\udc80'$"):
+        view.__dlpack__(**{"\udc80": 1})
     with pytest.raises(TypeError, match=r"max_version: expected a tuple of two ints, received '1.0' \(str\)"):
         view.__dlpack__(max_version="1.0")
     with pytest.raises(TypeError, match=r"copy: expected None, True or False, received 1 \(int\)"):
@@ -542,6 +545,22 @@ def test_two_byte_records_and_raw_bytes_are_not_exported_as_bfloat16():
         cai.as_array(np.zeros(3, "V2")).__dlpack__()
 
 
+def test_one_byte_items_have_no_byte_order_to_refuse():
+    # NumPy exports `>u1` as uint8; so does a view whose producer wrote the order.
+    arr = np.arange(4, dtype=np.uint8)
+    ai = {k: v for k, v in arr.__array_interface__.items() if k != "descr"}
+    ai["typestr"] = ">u1"
+    view = cai.as_array(type("Big", (), {"__array_interface__": ai, "base": arr})())
+    assert view.typestr == ">u1"
+    back = np.from_dlpack(view)
+    assert back.dtype == np.uint8 and back.tolist() == [0, 1, 2, 3]
+    # Raw bytes in the other byte order are raw bytes, not bfloat16.
+    other = ">V2" if sys.byteorder == "little" else "<V2"
+    raw = cai.as_array(type("Raw", (), {"__array_interface__": dict(ai, typestr=other, shape=(2,)), "base": arr})())
+    with pytest.raises(BufferError, match=rf"typestr: '{other}' has no DLPack data type"):
+        raw.__dlpack__()
+
+
 def test_used_capsules_non_capsules_and_non_producers_are_refused():
     m = fx.HostMatrix(2, 2)
     capsule = m.__dlpack__()
@@ -553,6 +572,13 @@ def test_used_capsules_non_capsules_and_non_producers_are_refused():
         cai.from_dlpack(type("Five", (), {"__dlpack__": lambda s, **k: 5, "__dlpack_device__": lambda s: (1, 0)})())
     with pytest.raises(TypeError, match="__dlpack__: objects of type 'object' do not export it"):
         cai.from_dlpack(object())
+    # Methods that are not methods are named.
+    with pytest.raises(TypeError, match=r"^__dlpack__: expected a method, received 5 \(int\)$"):
+        cai.from_dlpack(type("Attr", (), {"__dlpack__": 5, "__dlpack_device__": lambda s: (1, 0)})())
+    with pytest.raises(TypeError, match=r"^__dlpack_device__: expected a method, received \(1, 0\) \(tuple\)$"):
+        cai.from_dlpack(type("Attr", (), {"__dlpack__": lambda s, **k: 5, "__dlpack_device__": (1, 0)})())
+    with pytest.raises(TypeError, match=r"__dlpack_device__: expected a method, received None \(NoneType\)"):
+        fx.host_describe(type("Attr", (), {"__dlpack__": lambda s, **k: 5, "__dlpack_device__": None})())
 
 
 # -- device memory without a GPU: the capsule mechanics, on made-up pointers ---------------------

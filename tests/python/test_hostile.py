@@ -316,12 +316,17 @@ def test_a_mask_deep_down_that_validates_the_outer_object_ends_in_recursion_erro
     assert out["calls"] <= 64, out
 
 
-def test_a_type_whose_module_raises_keyboard_interrupt_propagates_from_flag_arguments():
+def test_a_type_whose_name_raises_keyboard_interrupt_propagates_from_flag_arguments():
+    # A Python class is never NumPy's bool (a static type), so its module is not read; its
+    # name is, for the message.
     out = results(
         """
         class Meta(type):
             @property
             def __module__(cls):
+                raise AssertionError("a Python class's module is not read")
+            @property
+            def __name__(cls):
                 raise KeyboardInterrupt
         class Flag(metaclass=Meta):
             pass
@@ -410,6 +415,57 @@ def test_a_dlpack_export_that_imports_itself_ends_in_recursion_error(entry):
         r"\(64 nested reads\)",
         out.strip(),
     )
+
+
+# Arguments whose own code calls cai again with the same argument, at a recursion limit
+# that Python's own check does not reach first: each ends in cai's nesting limit, not in a
+# C stack overflow. (The repr cases end as a TypeError: a repr past the limit shows as a
+# placeholder, and the message of the innermost call is made.)
+AGAIN = {
+    "stream __index__": ("class S:\n    def __index__(self): return again()", "cai.as_cuda_array(Q(), stream=S())"),
+    "__cuda_stream__": ("class S:\n    def __cuda_stream__(self): return (0, again())", "cai.as_cuda_array(Q(), stream=S())"),
+    "from_dlpack stream": ("class S:\n    def __index__(self): return again()", "cai.from_dlpack(V, stream=S())"),
+    "max_version": ("class S:\n    def __index__(self): return again()", "V.__dlpack__(max_version=(S(), 0))"),
+    "dl_device": ("class S:\n    def __index__(self): return again()", "V.__dlpack__(dl_device=(S(), 0))"),
+    "pointer_attributes": ("class S:\n    def __index__(self): return again()", "cai.pointer_attributes(S())"),
+    "export_version": ("class S:\n    def __index__(self): return again()", "cai.configure(export_version=S())"),
+    "policy repr": ("class S:\n    def __repr__(self): return str(again())", "cai.as_cuda_array(Q(), policy=S())"),
+    "extractor repr": ("class S:\n    def __repr__(self): return str(again())", "fx.describe_f32(S())"),
+    "type name": (
+        "class M(type):\n    @property\n    def __name__(cls): return str(again())\nclass S(metaclass=M): pass",
+        "cai.as_cuda_array(Q(), sync=S())",
+    ),
+}
+
+
+@pytest.mark.parametrize("where", list(AGAIN))
+def test_an_argument_that_calls_cai_again_ends_in_the_nesting_limit(where):
+    define, call = AGAIN[where]
+    out = run(
+        f"""
+        import numpy as np
+        sys.setrecursionlimit(100000)
+        threading.stack_size(64 << 20)
+        class Q:
+            __cuda_array_interface__ = {{"version": 3, "shape": (4,), "typestr": "<f4", "data": (PTR, False)}}
+        V = cai.as_array(np.zeros(4, np.float32))
+        def again():
+            return {call}
+        {textwrap.indent(define, " " * 8).strip()}
+        result = []
+        def read():
+            try:
+                again()
+                result.append("ok")
+            except Exception as e:
+                result.append(type(e).__name__)
+        t = threading.Thread(target=read)
+        t.start(); t.join()
+        print(result[0])
+        """
+    )
+    expected = "TypeError" if "repr" in where else "RecursionError"
+    assert out.split() == [expected], out
 
 
 # -- exceptions that must propagate unchanged ----------------------------------------------------

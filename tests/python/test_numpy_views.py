@@ -87,6 +87,20 @@ def test_record_descr_round_trips():
     assert np.dtype(v.descr).itemsize == 8
 
 
+def test_field_shapes_take_int_likes_as_numpy_does():
+    # NumPy reads a field's shape through __index__ (its own integers included); so do the
+    # array's shape and the fields read here. Bools and negatives are not dimensions.
+    arr = np.zeros(3, [("x", "<f4", (2,))])
+    ai = dict(arr.__array_interface__, descr=[("x", "<f4", (np.int64(2),))])
+    holder = type("Fields", (), {"__array_interface__": ai, "base": arr})()
+    assert np.dtype(cai.as_array(holder).descr) == arr.dtype
+    assert np.dtype([("x", "<f4", (np.int64(2),))]) == arr.dtype
+    for shape in [(True, 2), (-2,), ("2",)]:
+        ai["descr"] = [("x", "<f4", shape)]
+        with pytest.raises(ValueError, match=r"descr: .* the shape .* is not a tuple of non-negative ints"):
+            cai.as_array(holder)
+
+
 def test_writes_through_the_reexported_view():
     a = np.zeros((2, 3), np.float32)
     b = np.asarray(cai.as_array(a))

@@ -4,6 +4,7 @@ With a driver present these tests are skipped: tests/python/gpu/ covers that mac
 """
 
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -133,8 +134,12 @@ def test_configure_reports_and_validates():
     # Values of the wrong type or range are named, with the option.
     with pytest.raises(ValueError, match=r"export_version: -1 \(int\) is not 2 or 3"):
         cai.configure(export_version=-1)
-    with pytest.raises(ValueError, match=r"export_version: True \(bool\) is not 2 or 3"):
-        cai.configure(export_version=True)
+    with pytest.raises(ValueError, match=r"export_version: 1180591620717411303424 \(int\) is not 2 or 3"):
+        cai.configure(export_version=2**70)
+    assert cai.configure(export_version=np.int64(3))["export_version"] == 3
+    for wrong in (True, "3", 3.0):
+        with pytest.raises(TypeError, match=rf"export_version: expected 2 or 3, received {re.escape(repr(wrong))} \("):
+            cai.configure(export_version=wrong)
     with pytest.raises(TypeError, match=r"import_sync: expected 'wait', 'synchronize' or 'ignore', received 5 \(int\)"):
         cai.configure(import_sync=5)
     with pytest.raises(TypeError, match=r"check_pointers: expected True or False, received 'yes' \(str\)"):
@@ -183,14 +188,27 @@ def test_text_arguments_of_the_wrong_kind_are_named_with_the_value(call, error, 
 )
 def test_flag_arguments_of_the_wrong_kind_are_named_with_the_value(call, name):
     p = Producer(cai_dict())
-    for value, shown in [(1, r"1 \(int\)"), ("yes", r"'yes' \(str\)"), ([True], r"\[True\] \(list\)")]:
+    # A Python class that names itself as NumPy's bool is not it.
+    poser = type("bool", (), {"__module__": "numpy", "__bool__": lambda s: True})()
+    for value, shown in [
+        (1, r"1 \(int\)"),
+        ("yes", r"'yes' \(str\)"),
+        ([True], r"\[True\] \(list\)"),
+        (poser, r"<numpy\.bool object at 0x[0-9a-f]+> \(bool\)"),
+    ]:
         with pytest.raises(TypeError, match=rf"^{name}: expected True or False, received {shown}$"):
             call(p, value)
     # True, False, NumPy's bools and None (the default) are flags.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # check_pointers=True without a driver
         for value in (True, False, np.True_, np.False_, None):
-            call(p, value)
+            try:
+                call(p, value)
+            except ValueError as e:
+                # With a driver, check_pointers=True checks the made-up pointer, and refuses
+                # it: the flag was read.
+                assert name == "check_pointers" and cai.cuda_driver_present(), e
+                assert "is not memory the CUDA driver knows" in str(e), e
 
 
 def test_flag_arguments_keep_their_defaults_in_the_signature():
@@ -235,6 +253,14 @@ class Returns:
         (-3, ValueError, "stream: -3 is not a stream"),
         (Returns((0, -1)), ValueError, r"stream: __cuda_stream__\(\) gave \(0, -1\) \(tuple\), which is not a stream handle"),
         (Returns(7), ValueError, r"stream: __cuda_stream__\(\) gave 7 \(int\), which is not a stream handle"),
+        # The protocol's one version is 0, and a handle is an int, never a bool.
+        (Returns((99, 5)), ValueError, r"gave \(99, 5\) \(tuple\), which is not a stream handle \(its version is not 0"),
+        (Returns((True, 5)), ValueError, r"gave \(True, 5\) \(tuple\), which is not a stream handle \(its version is not 0"),
+        (Returns((-1, 5)), ValueError, r"gave \(-1, 5\) \(tuple\), which is not a stream handle \(its version is not 0"),
+        (Returns((0, True)), ValueError, r"gave \(0, True\) \(tuple\), which is not a stream handle \(a bool\)"),
+        (type("S", (), {"__cuda_stream__": 5})(), TypeError, r"stream: __cuda_stream__ is not a method, received 5 \(int\)"),
+        (type("T", (), {"cuda_stream": True})(), ValueError, r"stream: .cuda_stream gave True \(bool\), which is not a stream handle \(a bool\)"),
+        (type("C", (), {"ptr": False})(), ValueError, r"stream: .ptr gave False \(bool\), which is not a stream handle \(a bool\)"),
         (type("P", (), {"ptr": -1})(), ValueError, r"stream: .ptr gave -1 \(int\), which is not a stream handle"),
         (type("I", (), {"__index__": lambda s: 2**64})(), ValueError, r"stream: <.*I object at .*> \(I\) is not a stream handle"),
         ("7", TypeError, r"stream: expected None, an int or a stream object .* received '7' \(str\)"),
