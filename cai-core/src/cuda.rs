@@ -549,7 +549,7 @@ impl fmt::Display for MemoryType {
 /// a stale pointer) is `Ok(None)`.
 pub fn pointer_info(ptr: usize) -> std::result::Result<Option<PointerInfo>, DriverError> {
     use sys::CUpointer_attribute::*;
-    let _scope = Scope::enter(None)?;
+    let mut scope = Scope::enter(None)?;
     let mut kind: u32 = 0;
     let mut managed: u32 = 0;
     let mut device: i32 = -1;
@@ -572,14 +572,24 @@ pub fn pointer_info(ptr: usize) -> std::result::Result<Option<PointerInfo>, Driv
     // SAFETY: each data pointer addresses a value of the type its attribute writes
     // (unsigned int, unsigned int, int, CUdeviceptr, size_t); unknown pointers leave
     // them at their defaults and return success.
-    check("cuPointerGetAttributes", unsafe {
+    let mut query = || unsafe {
         sys::cuPointerGetAttributes(
             attributes.len() as u32,
             attributes.as_mut_ptr(),
             data.as_mut_ptr(),
             ptr as sys::CUdeviceptr,
         )
-    })?;
+    };
+    let mut code = query();
+    if code == sys::CUresult::CUDA_ERROR_INVALID_CONTEXT {
+        // The attributes asked for need no context, but some drivers want one current all
+        // the same: ask again in device 0's primary context (made only then).
+        drop(scope);
+        scope = Scope::enter(Some(primary_context(0)?))?;
+        code = query();
+    }
+    check("cuPointerGetAttributes", code)?;
+    drop(scope);
     let memory = match (managed != 0, kind) {
         (_, 0) => return Ok(None),
         (true, _) => MemoryType::Managed,
@@ -597,7 +607,12 @@ const MAX_SEGMENTS: usize = 4096;
 /// The first part of `bytes` that no mapped allocation covers, walking the physical
 /// segments `cuMemGetAddressRange` reports one after the other (memory mapped through
 /// the virtual memory API, such as PyTorch's expandable segments, is one segment per
-/// mapping); `None` when every byte is mapped. `device` is the memory's device.
+/// mapping); `None` when every byte is mapped. `device` is the memory's device, and
+/// `bytes.start` memory that [`pointer_info`] knows.
+///
+/// The walk is the driver's to answer: where it reports no segment at the first byte
+/// (memory it knows, as `pointer_info` said, but whose segments it does not report, as
+/// may be so of some pools), nothing is refused.
 pub fn unmapped(bytes: Range<usize>, device: i32) -> std::result::Result<Option<Range<usize>>, DriverError> {
     let context = primary_context(device)?;
     let _scope = Scope::enter(Some(context))?;
@@ -611,7 +626,7 @@ pub fn unmapped(bytes: Range<usize>, device: i32) -> std::result::Result<Option<
         let code = unsafe { sys::cuMemGetAddressRange_v2(&mut base, &mut size, at as sys::CUdeviceptr) };
         let (base, size) = (base as usize, size);
         if code != sys::CUresult::CUDA_SUCCESS || size == 0 || base > at {
-            return Ok(Some(at..bytes.end));
+            return Ok((at != bytes.start).then_some(at..bytes.end));
         }
         at = base.saturating_add(size);
     }

@@ -35,6 +35,68 @@ def test_run_refuses_without_a_build(tmp_path):
     assert "no .gpu-check/wheels: run 'bash scripts/gpu-check build' first and carry .gpu-check" in r.stdout
 
 
+def stand_in_gpu_machine(tmp_path):
+    """A checkout with scripts/gpu-check and a stand-in nvidia-smi first on PATH."""
+    (tmp_path / "bin").mkdir()
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'NVIDIA Stand-in, 580.0, 1 MiB'\n")
+    smi.chmod(0o755)
+    (tmp_path / "scripts").mkdir()
+    for name in ("gpu-check", "gpu_summary.py"):
+        shutil.copy(os.path.join(ROOT, "scripts", name), tmp_path / "scripts" / name)
+    return dict(os.environ, PATH=f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+
+
+def wheel(folder, name, module):
+    """A pure-Python wheel of `name` holding the module `module` (a marker file)."""
+    import zipfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(folder / f"{name}-0-py3-none-any.whl", "w") as z:
+        z.writestr(f"{module}.py", f"MARK = {name!r}\n")
+        z.writestr(f"{name}-0.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: 0\n")
+
+
+def test_run_installs_the_test_tools_a_python_without_pip_lacks(tmp_path):
+    # The GPU machine's Python may have neither pip (a venv made by uv) nor pytest: the
+    # build's wheels are unpacked, the tools from the build's pure-Python wheels. (The run
+    # then stops here, at the peer libraries this Python does not have.)
+    import venv
+
+    env = stand_in_gpu_machine(tmp_path)
+    venv.create(tmp_path / "py", with_pip=False)
+    python = tmp_path / "py" / "bin" / "python"
+    wheel(tmp_path / ".gpu-check" / "wheels", "cai_stand_in", "cai_stand_in")
+    modules = {"attrs": "attr"}
+    tools = "pytest pluggy iniconfig packaging pygments exceptiongroup tomli hypothesis attrs sortedcontainers typing_extensions"
+    for tool in tools.split():
+        wheel(tmp_path / ".gpu-check" / "pywheels", tool, modules.get(tool, tool))
+    r = subprocess.run(
+        ["bash", "scripts/gpu-check", "run", "out"], cwd=tmp_path, capture_output=True, text=True,
+        env=dict(env, PYTHON=str(python)), timeout=120,
+    )
+    assert r.returncode == 1
+    assert "installing what this Python lacks: pytest-0-py3-none-any.whl" in r.stdout, r.stdout
+    assert "gpu-check FAILED: a peer library did not import" in r.stdout, r.stdout
+    machine = (tmp_path / "out" / "machine.md").read_text()
+    assert "- pytest" in machine and "pytest: FAILED" not in machine, machine
+    assert "- numpy: FAILED to import" in machine, machine
+
+
+def test_run_names_a_missing_test_tool_without_a_wheel(tmp_path):
+    import venv
+
+    env = stand_in_gpu_machine(tmp_path)
+    venv.create(tmp_path / "py", with_pip=False)
+    wheel(tmp_path / ".gpu-check" / "wheels", "cai_stand_in", "cai_stand_in")
+    r = subprocess.run(
+        ["bash", "scripts/gpu-check", "run", "out"], cwd=tmp_path, capture_output=True, text=True,
+        env=dict(env, PYTHON=str(tmp_path / "py" / "bin" / "python")), timeout=120,
+    )
+    assert r.returncode == 1
+    assert "gpu-check FAILED: pytest does not import and .gpu-check/pywheels has no wheel of it" in r.stdout, r.stdout
+
+
 def junit(path, outcomes):
     cases = []
     for i, outcome in enumerate(outcomes):

@@ -105,6 +105,48 @@ def test_memory_mapped_through_the_virtual_memory_api_is_checked_mapping_by_mapp
         cai.as_cuda_array(producer(base + 4, shape=(128,)))
 
 
+def test_memory_whose_segments_the_driver_does_not_report_is_not_refused():
+    # Memory the pointer attributes know but whose segments cuMemGetAddressRange does not
+    # report at the first byte (as may be so of some pools): the driver cannot say that
+    # anything is unmapped, and the import goes on. A gap after a reported segment is
+    # still refused (the test above).
+    arr, ptr = fake.array(64)
+    fake.fail("cuMemGetAddressRange_v2", 500)
+    try:
+        # (Refused before: "the device memory from 0x... on is not mapped".)
+        assert cai.as_cuda_array(producer(ptr)).ptr == ptr
+    finally:
+        fake.fail("cuMemGetAddressRange_v2", 0)
+
+
+def test_a_driver_that_wants_a_context_for_pointer_queries_is_asked_again_in_one():
+    # Some drivers refuse pointer queries on a thread without a current context: the query
+    # is made again in device 0's primary context, and the thread is left as it was.
+    arr, ptr = fake.array(64, device=1)
+    fake.pointers_need_context(True)
+    result = {}
+
+    def query():
+        fake.clear_log()
+        result["before"] = fake.current_device()
+        result["info"] = cai.pointer_attributes(ptr)
+        result["after"] = fake.current_device()
+        result["queries"] = len(fake.calls("cuPointerGetAttributes"))
+
+    try:
+        t = threading.Thread(target=query)
+        t.start()
+        t.join()
+    finally:
+        fake.pointers_need_context(False)
+    assert result == {
+        "before": -1,
+        "info": {"device": 1, "memory": "device", "allocation": (ptr, ptr + arr.nbytes)},
+        "after": -1,
+        "queries": 2,
+    }
+
+
 def test_without_pointer_checks_the_driver_is_not_asked():
     fake.clear_log()
     assert cai.as_cuda_array(producer(0x1234), check_pointers=False).ptr == 0x1234

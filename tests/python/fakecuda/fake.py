@@ -17,6 +17,7 @@ if lib is not None:
     lib.fakeAddMapping.argtypes = [ctypes.c_ulonglong, ctypes.c_size_t, ctypes.c_int, ctypes.c_ulonglong, ctypes.c_size_t]
     lib.fakeAddStream.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_uint, ctypes.c_ulonglong, ctypes.c_int]
     lib.fakeFail.argtypes = [ctypes.c_char_p, ctypes.c_int]
+    lib.fakePointersNeedContext.argtypes = [ctypes.c_int]
     lib.fakeLog.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
     lib.fakeLog.restype = ctypes.c_size_t
 
@@ -75,6 +76,12 @@ def reset():
 
 def live_events():
     return lib.fakeLiveEvents()
+
+
+def pointers_need_context(need):
+    """Makes pointer queries fail with CUDA_ERROR_INVALID_CONTEXT on a thread without a
+    current context, as some drivers do (False: they work there, as documented)."""
+    lib.fakePointersNeedContext(int(need))
 
 
 def current_device():

@@ -99,6 +99,8 @@ static int next_event_id;
 static char *log_text;
 static size_t log_len, log_cap;
 static __thread struct Context *current;
+/* Whether cuPointerGetAttributes wants a current context, as some drivers do. */
+static int pointers_need_context;
 static __thread int capture_mode = 0; /* CU_STREAM_CAPTURE_MODE_GLOBAL */
 
 static void logf_locked(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -447,6 +449,10 @@ CUresult cuPointerGetAttributes(unsigned int count, int *attributes, void **data
     if (!attributes || !data) return INVALID_VALUE;
     pthread_mutex_lock(&lock);
     logf_locked("cuPointerGetAttributes ptr=0x%llx count=%u", ptr, count);
+    if (pointers_need_context && !current) {
+        pthread_mutex_unlock(&lock);
+        return INVALID_CONTEXT;
+    }
     struct Allocation *a = find_allocation_locked(ptr);
     struct Allocation found = a ? *a : (struct Allocation){0};
     pthread_mutex_unlock(&lock);
@@ -591,6 +597,15 @@ void fakeClearStreams(void) {
 void fakeClearFailures(void) {
     pthread_mutex_lock(&lock);
     n_failures = 0;
+    pointers_need_context = 0;
+    pthread_mutex_unlock(&lock);
+}
+
+/* Makes cuPointerGetAttributes fail with CUDA_ERROR_INVALID_CONTEXT where no context is
+ * current (1), or not (0). */
+void fakePointersNeedContext(int need) {
+    pthread_mutex_lock(&lock);
+    pointers_need_context = need;
     pthread_mutex_unlock(&lock);
 }
 
