@@ -583,9 +583,11 @@ pub fn pointer_info(ptr: usize) -> std::result::Result<Option<PointerInfo>, Driv
     let mut code = query();
     if code == sys::CUresult::CUDA_ERROR_INVALID_CONTEXT {
         // The attributes asked for need no context, but some drivers want one current all
-        // the same: ask again in device 0's primary context (made only then).
+        // the same: ask again in device 0's primary context (retained only then, while
+        // the relaxed capture mode still holds).
+        let context = primary_context(0)?;
         drop(scope);
-        scope = Scope::enter(Some(primary_context(0)?))?;
+        scope = Scope::enter(Some(context))?;
         code = query();
     }
     check("cuPointerGetAttributes", code)?;
@@ -607,28 +609,38 @@ const MAX_SEGMENTS: usize = 4096;
 /// The first part of `bytes` that no mapped allocation covers, walking the physical
 /// segments `cuMemGetAddressRange` reports one after the other (memory mapped through
 /// the virtual memory API, such as PyTorch's expandable segments, is one segment per
-/// mapping); `None` when every byte is mapped. `device` is the memory's device, and
-/// `bytes.start` memory that [`pointer_info`] knows.
+/// mapping); `None` when every byte is mapped. `known` is an address in `bytes` that
+/// [`pointer_info`] knows (the array's pointer), and `device` the memory's device.
 ///
-/// The walk is the driver's to answer: where it reports no segment at the first byte
-/// (memory it knows, as `pointer_info` said, but whose segments it does not report, as
-/// may be so of some pools), nothing is refused.
-pub fn unmapped(bytes: Range<usize>, device: i32) -> std::result::Result<Option<Range<usize>>, DriverError> {
+/// Memory the driver knows but reports no segment for at `known` (as may be so of some
+/// pools) cannot be walked: nothing is refused there.
+pub fn unmapped(
+    bytes: Range<usize>,
+    known: usize,
+    device: i32,
+) -> std::result::Result<Option<Range<usize>>, DriverError> {
     let context = primary_context(device)?;
     let _scope = Scope::enter(Some(context))?;
+    // The segment that holds `at`, if the driver reports one.
+    let segment = |at: usize| -> Option<Range<usize>> {
+        let (mut base, mut size): (sys::CUdeviceptr, usize) = (0, 0);
+        // SAFETY: both out-pointers are valid; the driver validates the address.
+        let code = unsafe { sys::cuMemGetAddressRange_v2(&mut base, &mut size, at as sys::CUdeviceptr) };
+        let base = base as usize;
+        (code == sys::CUresult::CUDA_SUCCESS && size != 0 && base <= at).then(|| base..base.saturating_add(size))
+    };
+    if segment(known).is_none() {
+        return Ok(None);
+    }
     let mut at = bytes.start;
     for _ in 0..MAX_SEGMENTS {
         if at >= bytes.end {
             return Ok(None);
         }
-        let (mut base, mut size): (sys::CUdeviceptr, usize) = (0, 0);
-        // SAFETY: both out-pointers are valid; the driver validates the address.
-        let code = unsafe { sys::cuMemGetAddressRange_v2(&mut base, &mut size, at as sys::CUdeviceptr) };
-        let (base, size) = (base as usize, size);
-        if code != sys::CUresult::CUDA_SUCCESS || size == 0 || base > at {
-            return Ok((at != bytes.start).then_some(at..bytes.end));
+        match segment(at) {
+            Some(piece) => at = piece.end,
+            None => return Ok(Some(at..bytes.end)),
         }
-        at = base.saturating_add(size);
     }
     Ok(None)
 }

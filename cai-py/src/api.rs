@@ -78,10 +78,14 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
         let source = "__cuda_stream__()";
         let (version, h) =
             pair.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>().map_err(|e| handle_of(&pair, source, e))?;
-        // The protocol's answer is (0, handle): version 0 is the only one defined.
-        let version_zero = version.is_instance_of::<pyo3::types::PyInt>()
-            && !version.is_instance_of::<PyBool>()
-            && version.extract::<i64>().is_ok_and(|v| v == 0);
+        // The protocol's answer is (0, handle): version 0 is the only one defined. An
+        // int-like version is read as a handle is (its `__index__`), a bool never.
+        let version_zero = !version.is_instance_of::<PyBool>()
+            && match version.extract::<i64>() {
+                Ok(v) => v == 0,
+                Err(e) if must_propagate(py, &e) => return Err(e),
+                Err(_) => false,
+            };
         if !version_zero {
             return Err(not_handle(&pair, source, " (its version is not 0, the protocol's one version)"));
         }
@@ -120,6 +124,8 @@ fn warn_unchecked(py: Python<'_>, check_pointers: Option<bool>) -> PyResult<()> 
     if check_pointers == Some(true) && !crate::sync::driver_present() {
         let message = c"check_pointers=True: no CUDA driver can be loaded on this machine, so pointers are not checked";
         let category = py.get_type::<pyo3::exceptions::PyRuntimeWarning>();
+        // A warnings hook may import again, with `check_pointers=True` again.
+        let _nesting = parse::Nesting::enter("a warning's hook")?;
         PyErr::warn(py, &category, message, 1)?;
     }
     Ok(())

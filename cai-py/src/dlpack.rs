@@ -259,10 +259,15 @@ fn max_version(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<(i64, i64)>>
 fn dl_device(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<DLDevice>> {
     let Some(v) = some(value) else { return Ok(None) };
     let (t, id) = int_pair(v, "dl_device")?;
-    // Worded as `int_pair` words a part past 64 bits: the value, then its type.
-    let narrow =
-        |n: i64| i32::try_from(n).map_err(|_| PyValueError::new_err(format!("dl_device: {n} (int) is out of range")));
-    Ok(Some(DLDevice { device_type: narrow(t)?, device_id: narrow(id)? }))
+    // A part that fits in 64 bits but not in DLPack's 32, named as `int_pair` names one
+    // past 64 bits: the value as given, and its type.
+    let narrow = |n: i64, index: usize, part: &str| -> PyResult<i32> {
+        i32::try_from(n).or_else(|_| {
+            let item = v.cast::<PyTuple>().map_err(PyErr::from)?.get_item(index)?;
+            Err(PyValueError::new_err(format!("dl_device: the {part} {} is out of range", received(&item)?)))
+        })
+    };
+    Ok(Some(DLDevice { device_type: narrow(t, 0, "device type")?, device_id: narrow(id, 1, "device id")? }))
 }
 
 fn copy_flag(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<bool>> {
@@ -764,6 +769,8 @@ fn memory_of(device: DLDevice) -> PyResult<Memory> {
 
 /// Whether `obj` offers `__dlpack__`.
 pub(crate) fn offers(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    // A `__dlpack__` property may read the object through cai again.
+    let _nesting = crate::parse::Nesting::enter("__dlpack__")?;
     Ok(obj.getattr_opt(intern!(obj.py(), "__dlpack__"))?.is_some())
 }
 

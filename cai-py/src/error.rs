@@ -143,10 +143,22 @@ pub(crate) fn not_picklable(name: &str) -> PyErr {
 
 /// The name of `obj`'s type, or `?` when it cannot be read.
 pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> PyResult<String> {
-    // A metaclass's code reads the name, and may call cai again.
-    let _nesting = crate::parse::Nesting::enter("a type's name")?;
+    let _nesting = name_nesting(obj)?;
     // A class may name itself with a million characters: quoted by its start, as values are.
     Ok(cai_core::shortened(name_text(obj.py(), obj.get_type().name(), "?")?))
+}
+
+/// A level of nesting for reading the name of `obj`'s type where that runs Python code (a
+/// metaclass of the producer's, which may call cai again); none for a class whose
+/// metaclass is `type`, whose name is read without any.
+fn name_nesting(obj: &Bound<'_, PyAny>) -> PyResult<Option<crate::parse::Nesting>> {
+    // SAFETY: reading the type of a live type object.
+    let plain =
+        unsafe { pyo3::ffi::Py_TYPE(obj.get_type().as_ptr()) == std::ptr::addr_of_mut!(pyo3::ffi::PyType_Type) };
+    if plain {
+        return Ok(None);
+    }
+    crate::parse::Nesting::enter_message("a type's name").map(Some)
 }
 
 /// The module-qualified name of `obj`'s type (`numpy.ndarray`; builtins unqualified), with
@@ -154,7 +166,7 @@ pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> PyResult<String> {
 /// which formats the module through `str()` (see [`name_text`]).
 pub(crate) fn qualified_type_name(obj: &Bound<'_, PyAny>) -> PyResult<String> {
     let py = obj.py();
-    let _nesting = crate::parse::Nesting::enter("a type's name")?;
+    let _nesting = name_nesting(obj)?;
     let ty = obj.get_type();
     let module = ty.getattr(pyo3::intern!(py, "__module__")).and_then(|m| Ok(m.cast_into::<PyString>()?));
     let module = name_text(py, module, "?")?;

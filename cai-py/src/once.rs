@@ -21,7 +21,15 @@ pub(crate) fn get_or_make<'a, T>(
 ) -> PyResult<&'a T> {
     match cell.get(py) {
         Some(value) => Ok(value),
-        None => keep(cell, py, make()?),
+        None => {
+            // Making it may run Python code (an import hook) that calls cai again, which
+            // looks for the value again.
+            let made = {
+                let _nesting = crate::parse::Nesting::enter("a value cai looks up once")?;
+                make()?
+            };
+            keep(cell, py, made)
+        }
     }
 }
 

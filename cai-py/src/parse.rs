@@ -140,6 +140,9 @@ pub(crate) fn must_propagate(py: Python<'_>, e: &PyErr) -> bool {
 /// again) before the innermost raises `RecursionError`.
 pub(crate) const MAX_NESTING: u32 = 64;
 
+/// How many levels past [`MAX_NESTING`] the code a message runs may nest.
+const MESSAGE_HEADROOM: u32 = 8;
+
 thread_local! {
     static NESTING: Cell<u32> = const { Cell::new(0) };
 }
@@ -163,9 +166,20 @@ impl Nesting {
 
     /// One more level of reading `attribute` (an interface attribute or `__dlpack__`).
     pub(crate) fn enter(attribute: &'static str) -> PyResult<Nesting> {
+        Self::enter_below(attribute, MAX_NESTING)
+    }
+
+    /// One more level for the producer's code a message runs (a value's `repr`, a type's
+    /// name), allowed [`MESSAGE_HEADROOM`] levels past the reads' limit: the message about
+    /// a problem of the innermost read can still be made.
+    pub(crate) fn enter_message(what: &'static str) -> PyResult<Nesting> {
+        Self::enter_below(what, MAX_NESTING + MESSAGE_HEADROOM)
+    }
+
+    fn enter_below(what: &'static str, limit: u32) -> PyResult<Nesting> {
         let depth = Self::depth();
-        if depth >= MAX_NESTING {
-            return Err(Self::too_deep(attribute));
+        if depth >= limit {
+            return Err(Self::too_deep(what));
         }
         NESTING.with(|n| n.set(depth + 1));
         Ok(Nesting(()))

@@ -195,12 +195,23 @@ pub(crate) fn propagates(py: Python<'_>, e: &PyErr) -> bool {
 /// The value's own `repr`, or the placeholder of the exception it raised.
 fn own_repr<'py>(value: &Bound<'py, PyAny>) -> PyResult<Repr<'py>> {
     let py = value.py();
-    // The `repr` may call cai again (and again): past the nesting limit, it shows as one
-    // that raised `RecursionError`.
-    let e = match crate::parse::Nesting::enter("a value's repr").and_then(|_nesting| value.repr()) {
-        Ok(r) => return Ok(Repr::Text(r)),
-        Err(e) => e,
+    // The `repr` of the producer's objects may call cai again (and again): past the limit,
+    // it shows as one that raised `RecursionError`. Those of ints, floats, strs, None and
+    // bools run no Python code.
+    let builtin = value.is_exact_instance_of::<pyo3::types::PyInt>()
+        || value.is_exact_instance_of::<pyo3::types::PyFloat>()
+        || value.is_exact_instance_of::<PyString>()
+        || value.is_exact_instance_of::<pyo3::types::PyBool>()
+        || value.is_none();
+    let nesting = if builtin { None } else { Some(crate::parse::Nesting::enter_message("a value's repr")) };
+    let e = match nesting {
+        Some(Err(_)) => return Ok(Repr::Placeholder("<repr() raised RecursionError>".to_owned())),
+        _ => match value.repr() {
+            Ok(r) => return Ok(Repr::Text(r)),
+            Err(e) => e,
+        },
     };
+    drop(nesting);
     if propagates(py, &e) {
         return Err(e);
     }

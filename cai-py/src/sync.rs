@@ -466,7 +466,7 @@ mod imp {
             }
         }
         if info.memory != cuda::MemoryType::Host {
-            if let Some(gap) = cuda::unmapped(low..high, info.device).map_err(driver)? {
+            if let Some(gap) = cuda::unmapped(low..high, d.data, info.device).map_err(driver)? {
                 return Err(Problem::value_error(format!(
                     "{}, but the {} memory from 0x{:x} on is not mapped (pointer 0x{:x} lies in an allocation \
                      that ends before the array does); {opt_out}",

@@ -126,8 +126,10 @@ def test_a_views_dlpack_reads_its_keywords_as_python_would():
         view.__dlpack__(max_version=(1, 2, 3))
     with pytest.raises(TypeError, match=r"max_version: expected a tuple of two ints, received \(True, 0\)"):
         view.__dlpack__(max_version=(True, 0))
-    with pytest.raises(ValueError, match=r"dl_device: 4294967296 \(int\) is out of range"):
+    with pytest.raises(ValueError, match=r"dl_device: the device id 4294967296 \(int\) is out of range"):
         view.__dlpack__(dl_device=(1, 2**32))
+    with pytest.raises(ValueError, match=r"dl_device: the device type np.int64\(-4294967296\) \(int64\) is out of range"):
+        view.__dlpack__(dl_device=(np.int64(-(2**32)), 0))
 
     class Name(str):
         pass

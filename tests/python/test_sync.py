@@ -115,7 +115,14 @@ class CudaCoreLikeStream:
         return (0, 0x6000)
 
 
-@pytest.mark.parametrize("stream", [None, 1, 2, 0x5000, CupyLikeStream(), TorchLikeStream(), CudaCoreLikeStream()])
+class IntLikeVersionStream:
+    def __cuda_stream__(self):
+        return (np.int64(0), np.uint64(0x6000))
+
+
+@pytest.mark.parametrize(
+    "stream", [None, 1, 2, 0x5000, CupyLikeStream(), TorchLikeStream(), CudaCoreLikeStream(), IntLikeVersionStream()]
+)
 def test_consumer_stream_forms_are_accepted(stream):
     assert cai.as_cuda_array(Producer(cai_dict()), stream=stream).stream is None
 

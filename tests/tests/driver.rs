@@ -18,7 +18,7 @@ fn every_entry_point_reports_a_missing_driver() {
     assert_eq!(cuda::driver_status(), Err(DriverError::NotFound));
     assert_eq!(DriverBackend::primary(0), Err(DriverError::NotFound));
     assert_eq!(cuda::pointer_info(0x7f00_0000_0000), Err(DriverError::NotFound));
-    assert_eq!(cuda::unmapped(0x7f00_0000_0000..0x7f00_0000_1000, 0), Err(DriverError::NotFound));
+    assert_eq!(cuda::unmapped(0x7f00_0000_0000..0x7f00_0000_1000, 0x7f00_0000_0000, 0), Err(DriverError::NotFound));
     assert_eq!(cuda::stream_device(Stream::LegacyDefault), Err(DriverError::NotFound));
     let handle = Stream::Handle(StreamHandle::new(0x5000).unwrap());
     assert_eq!(cuda::stream_device(handle), Err(DriverError::NotFound));
@@ -53,7 +53,7 @@ fn pointer_info_gives_device_type_and_allocation() {
     assert_eq!((info.device, info.memory), (0, MemoryType::Device));
     let range = info.allocation.expect("device memory has a range");
     assert!(range.start <= base && range.end >= base + 4000, "{range:x?} holds the slice at {base:x}");
-    assert_eq!(cuda::unmapped(base..base + 4000, 0), Ok(None));
+    assert_eq!(cuda::unmapped(base..base + 4000, base, 0), Ok(None));
     assert_eq!(cuda::pointer_info(0x10), Ok(None), "an address the driver does not know");
     let host = [0u8; 64];
     assert_eq!(cuda::pointer_info(host.as_ptr() as usize), Ok(None), "unregistered host memory");
@@ -103,9 +103,9 @@ fn memory_mapped_in_two_pieces_is_checked_piece_by_piece() {
         assert!(range.start <= start && range.end >= start + 2 * granularity, "{range:x?}");
         // An array across both pieces is mapped throughout; one reaching the unmapped
         // third piece is not, from the first byte of that piece on.
-        assert_eq!(cuda::unmapped(start + 100..start + 2 * granularity, 0), Ok(None));
+        assert_eq!(cuda::unmapped(start + 100..start + 2 * granularity, start + 100, 0), Ok(None));
         assert_eq!(
-            cuda::unmapped(start + 100..start + 3 * granularity, 0),
+            cuda::unmapped(start + 100..start + 3 * granularity, start + 100, 0),
             Ok(Some(start + 2 * granularity..start + 3 * granularity))
         );
 
@@ -153,7 +153,7 @@ fn entry_points_leave_the_current_context_as_found() {
     let export = ctx.new_stream().unwrap();
     let exercise = move |export: &Arc<CudaStream>| {
         cuda::pointer_info(ptr).unwrap().unwrap();
-        cuda::unmapped(ptr..ptr + 4096, 0).unwrap();
+        cuda::unmapped(ptr..ptr + 4096, ptr, 0).unwrap();
         cuda::stream_device(handle(export)).unwrap();
         cuda::cudarc_context(0).unwrap();
         let backend = DriverBackend::primary(0).unwrap();

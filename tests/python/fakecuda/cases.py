@@ -105,6 +105,18 @@ def test_memory_mapped_through_the_virtual_memory_api_is_checked_mapping_by_mapp
         cai.as_cuda_array(producer(base + 4, shape=(128,)))
 
 
+def test_an_array_that_reaches_back_into_an_unmapped_piece_is_refused():
+    # Negative strides: the lowest byte lies below the pointer, in the reservation's first
+    # piece, which is not mapped (the pointer, in the second, is).
+    arr = np.arange(192, dtype=np.float32)
+    base = arr.__array_interface__["data"][0]
+    for piece in (1, 2):
+        fake.mapping(base + piece * 256, 256, (base, arr.nbytes))
+    assert cai.as_cuda_array(producer(base + 300, shape=(10,), strides=(-4,))).ptr == base + 300
+    with pytest.raises(ValueError, match=rf"but the device memory from 0x{base + 184:x} on is not mapped"):
+        cai.as_cuda_array(producer(base + 300, shape=(30,), strides=(-4,)))
+
+
 def test_memory_whose_segments_the_driver_does_not_report_is_not_refused():
     # Memory the pointer attributes know but whose segments cuMemGetAddressRange does not
     # report at the first byte (as may be so of some pools): the driver cannot say that
