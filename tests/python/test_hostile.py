@@ -58,6 +58,16 @@ PRELUDE = textwrap.dedent(
         except Exception as e:
             return f"{type(e).__name__}: {e}"
 
+    def deep(call, show=first):
+        '''`show(call)`, run with the recursion limit at 100,000 in a thread with a 64 MB
+        stack: deep enough that only cai's nesting limit, not Python's, ends a recursion.'''
+        sys.setrecursionlimit(100000)
+        threading.stack_size(64 << 20)
+        result = []
+        t = threading.Thread(target=lambda: result.append(show(call)))
+        t.start(); t.join()
+        return result[0]
+
     def entries(make):
         '''The outcome of every entry point on a fresh hostile dict from `make()`.'''
         global d
@@ -373,14 +383,9 @@ def test_a_mask_that_imports_the_outer_object_ends_in_recursion_error(entry):
 def test_deep_recursion_at_a_high_recursion_limit_does_not_overflow_the_c_stack():
     out = run(
         """
-        sys.setrecursionlimit(100000)
-        threading.stack_size(64 << 20)
         class R:
             __cuda_array_interface__ = property(lambda s: cai.as_cuda_array(s))
-        result = []
-        t = threading.Thread(target=lambda: result.append(outcome(lambda: cai.as_cuda_array(R()))))
-        t.start(); t.join()
-        print(result[0])
+        print(deep(lambda: cai.as_cuda_array(R()), outcome))
         """
     )
     assert out.split() == ["RecursionError"]
@@ -392,22 +397,11 @@ def test_a_dlpack_export_that_imports_itself_ends_in_recursion_error(entry):
     # recursion limit raised and a big thread stack, only cai's nesting limit stops it.
     out = run(
         f"""
-        sys.setrecursionlimit(100000)
-        threading.stack_size(64 << 20)
         class D:
             def __dlpack_device__(self): return (1, 0)
             def __dlpack__(self, **kwargs): return call(self)
         call = {{"from_dlpack": cai.from_dlpack, "host extractor": fx.host_describe}}["{entry}"]
-        result = []
-        def read():
-            try:
-                call(D())
-                result.append("ok")
-            except Exception as e:
-                result.append(f"{{type(e).__name__}}: {{e}}")
-        t = threading.Thread(target=read)
-        t.start(); t.join()
-        print(result[0])
+        print(deep(lambda: call(D())) or "ok")
         """
     )
     # The extractor looks for `__array_interface__` before `__dlpack__`: the innermost
@@ -457,24 +451,13 @@ def test_an_argument_that_calls_cai_again_ends_in_the_nesting_limit(where):
     out = run(
         f"""
         import numpy as np
-        sys.setrecursionlimit(100000)
-        threading.stack_size(64 << 20)
         class Q:
             __cuda_array_interface__ = {{"version": 3, "shape": (4,), "typestr": "<f4", "data": (PTR, False)}}
         V = cai.as_array(np.zeros(4, np.float32))
         def again():
             return {call}
         {textwrap.indent(define, " " * 8).strip()}
-        result = []
-        def read():
-            try:
-                again()
-                result.append("ok")
-            except Exception as e:
-                result.append(f"{{type(e).__name__}}: {{e}}")
-        t = threading.Thread(target=read)
-        t.start(); t.join()
-        print(result[0])
+        print(deep(again) or "ok")
         """
     )
     if "repr" in where:
