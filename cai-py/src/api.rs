@@ -63,7 +63,7 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
         return from_int(raw);
     }
     // A handle that `value` gave through `source`: an int that is not a bool.
-    let handle = |h: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>, source: &str| -> PyResult<usize> {
+    let read_handle = |h: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>, source: &str| -> PyResult<usize> {
         if h.is_instance_of::<PyBool>() {
             return Err(not_handle(value, source, " (a bool)"));
         }
@@ -89,9 +89,9 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
         if !version_zero {
             return Err(not_handle(&pair, source, " (its version is not 0, the protocol's one version)"));
         }
-        handle(&h, &pair, source)?
+        read_handle(&h, &pair, source)?
     } else if let Some(h) = obj.getattr_opt(pyo3::intern!(py, "cuda_stream"))? {
-        handle(&h, &h, ".cuda_stream")?
+        read_handle(&h, &h, ".cuda_stream")?
     } else if let Some(h) = obj.getattr_opt(pyo3::intern!(py, "ptr"))? {
         // A cai view's `.ptr` is its data pointer, not a stream.
         for key in ["__cuda_array_interface__", "__array_interface__", "__dlpack__"] {
@@ -99,7 +99,7 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
                 return Err(not_a_stream());
             }
         }
-        handle(&h, &h, ".ptr")?
+        read_handle(&h, &h, ".ptr")?
     } else {
         // An int-like object (NumPy's integers): its `__index__`.
         let raw = match obj.extract::<i64>() {
@@ -445,17 +445,9 @@ fn bool_argument(name: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Optio
     let wrong = || -> PyResult<Option<bool>> {
         Err(Problem::type_error(format!("{name}: expected True or False, received {}", received(v)?)).into())
     };
-    // NumPy's bool, recognized by its type's name and read by its truth value. It is a
-    // static type: a Python class that calls itself so is not it (and no Python code runs
-    // to read a static type's name).
-    // SAFETY: reading the flags of a live type object.
-    let heap =
-        unsafe { pyo3::ffi::PyType_GetFlags(v.get_type().as_ptr().cast()) } & pyo3::ffi::Py_TPFLAGS_HEAPTYPE != 0;
-    if heap {
-        return wrong();
-    }
-    let qualified = crate::error::qualified_type_name(v)?;
-    if qualified != "numpy.bool" && qualified != "numpy.bool_" {
+    // NumPy's bool, recognized by its (static) type's name and read by its truth value.
+    let name = crate::error::static_type_name(v)?;
+    if !matches!(name.as_deref(), Some("numpy.bool" | "numpy.bool_")) {
         return wrong();
     }
     match v.is_truthy() {

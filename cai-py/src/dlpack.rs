@@ -879,9 +879,7 @@ pub(crate) fn is_numpy_array(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
         return Ok(ty.is(known.bind(py)));
     }
     // NumPy's ndarray is a static type: a Python class that calls itself so is not.
-    // SAFETY: reading the flags of a live type object.
-    let heap = unsafe { ffi::PyType_GetFlags(ty.as_ptr().cast()) } & ffi::Py_TPFLAGS_HEAPTYPE != 0;
-    let found = !heap && crate::error::qualified_type_name(obj)? == "numpy.ndarray";
+    let found = crate::error::static_type_name(obj)?.as_deref() == Some("numpy.ndarray");
     if found {
         let _ = NDARRAY.set(py, ty.unbind());
     }

@@ -161,6 +161,19 @@ fn name_nesting(obj: &Bound<'_, PyAny>) -> PyResult<Option<crate::parse::Nesting
     crate::parse::Nesting::enter_message("a type's name").map(Some)
 }
 
+/// The module-qualified name of `obj`'s type when it is a static type (a C type, such as
+/// NumPy's `ndarray` and `bool`), `None` for a Python class, which may call itself by any
+/// name. No Python code runs to read a static type's name.
+pub(crate) fn static_type_name(obj: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+    // SAFETY: reading the flags of a live type object.
+    let heap =
+        unsafe { pyo3::ffi::PyType_GetFlags(obj.get_type().as_ptr().cast()) } & pyo3::ffi::Py_TPFLAGS_HEAPTYPE != 0;
+    if heap {
+        return Ok(None);
+    }
+    qualified_type_name(obj).map(Some)
+}
+
 /// The module-qualified name of `obj`'s type (`numpy.ndarray`; builtins unqualified), with
 /// `?` for a part that cannot be read. Built here, not by pyo3's `fully_qualified_name`,
 /// which formats the module through `str()` (see [`name_text`]).
