@@ -304,6 +304,9 @@ impl Descriptor {
         }
         let itemsize = isize::try_from(self.itemsize()).map_err(|_| overflow())?;
         end = end.checked_add(itemsize).ok_or_else(overflow)?;
+        // Each side fits, and so must the whole: negative and positive strides together
+        // (or negative ones alone) can reach more than isize::MAX bytes.
+        end.checked_sub(start).ok_or_else(overflow)?;
         Ok(Extent { start, end })
     }
 
@@ -564,6 +567,16 @@ mod tests {
         assert!(e.is_none(), "a 1-d array's stride is the item size");
         let e = f4(&[2, usize::MAX / 2]).c_strides().unwrap_err();
         assert_eq!(e.key(), "shape");
+        // The mirror images of a span too wide are too wide as well: negative strides, and
+        // a negative and a positive side that each fit.
+        let wide = isize::MAX - 3;
+        for strides in [vec![wide], vec![-wide], vec![-(1 << 62), 1 << 62]] {
+            let shape = vec![2; strides.len()];
+            let e = f4(&shape).with_strides(strides.clone()).validate().unwrap_err();
+            assert!(matches!(e, Error::Overflow { key: "strides", .. }), "{strides:?}: {e}");
+        }
+        let fits = f4(&[2, 2]).with_strides([-(1 << 61), 1 << 61]).extent().unwrap();
+        assert_eq!(fits.len(), (1 << 62) + 4);
     }
 
     #[test]

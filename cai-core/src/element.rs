@@ -1,6 +1,6 @@
 //! Rust element types and the type strings they export.
 
-use crate::descr::Descr;
+use crate::descr::{Descr, FieldType};
 use crate::typestr::{Kind, TypeStr};
 
 /// A Rust type whose values can be elements of an exported array.
@@ -35,6 +35,24 @@ pub unsafe trait Element: Copy + Send + Sync + 'static {
     /// The `descr` of one element: `[('', typestr)]` unless `Self` is a record.
     fn descr() -> Descr {
         Descr::simple(Self::TYPESTR)
+    }
+}
+
+/// Whether some bytes of a `T` cannot take every value: a `bool`, alone or in a record
+/// (Rust's `bool` must be 0 or 1). A consumer may write any byte, so host memory of such
+/// elements is exported read-only: Rust code reading its own `Vec<bool>` after NumPy
+/// wrote a 2 into it would read an invalid `bool`.
+pub(crate) fn has_invalid_bytes<T: Element>() -> bool {
+    fn holds_bools(descr: &Descr) -> bool {
+        descr.fields.iter().any(|f| match &f.ty {
+            FieldType::Scalar(t) => t.kind() == Kind::Bool,
+            FieldType::Record(inner) => holds_bools(inner),
+        })
+    }
+    match T::TYPESTR.kind() {
+        Kind::Bool => true,
+        Kind::Void => holds_bools(&T::descr()),
+        _ => false,
     }
 }
 

@@ -58,9 +58,11 @@ pub fn device_array<B: DeviceBuffer + ?Sized>(buffer: &B, field: &'static str, l
     Ok(export)
 }
 
-/// Starts the export of a host buffer.
+/// Starts the export of a host buffer: read-only when it says so, and when its elements
+/// hold `bool`s (a consumer could write bytes that Rust's `bool` cannot hold).
 pub fn host_array<B: HostBuffer + ?Sized>(buffer: &B, field: &'static str, layout: Layout) -> Result<Export> {
-    start::<B::Elem>(buffer.as_ptr() as usize, buffer.len(), buffer.readonly(), field, layout)
+    let readonly = buffer.readonly() || crate::element::has_invalid_bytes::<B::Elem>();
+    start::<B::Elem>(buffer.as_ptr() as usize, buffer.len(), readonly, field, layout)
 }
 
 impl Export {

@@ -390,15 +390,28 @@ impl Managed for DLManagedTensorVersioned {
 
 /// Calls a managed tensor's deleter, if it has one.
 ///
+/// A deleter may run Python code (a producer's written in Python through ctypes; ours
+/// drops a reference, which may run a `__del__`), and it may be called while an exception
+/// is on its way up (a view freed as an exception unwinds the frame that held it). The
+/// exception is set aside meanwhile, as CPython's finalizers set theirs aside, so that the
+/// deleter neither sees nor loses it; one a deleter leaves set is reported as unraisable.
+///
 /// # Safety
 ///
-/// `tensor` is null or a live managed tensor whose deleter is the caller's to call, once.
+/// `tensor` is null or a live managed tensor whose deleter is the caller's to call, once;
+/// the GIL is held.
 unsafe fn call_deleter<M: Managed>(tensor: *mut M) {
-    // SAFETY: as the caller promises.
+    // SAFETY: as the caller promises; the three pointers PyErr_Fetch fills are restored,
+    // references and all, by PyErr_Restore.
     unsafe {
-        if let Some(deleter) = tensor.as_ref().and_then(Managed::deleter) {
-            deleter(tensor);
+        let Some(deleter) = tensor.as_ref().and_then(Managed::deleter) else { return };
+        let (mut kind, mut value, mut traceback) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+        ffi::PyErr_Fetch(&mut kind, &mut value, &mut traceback);
+        deleter(tensor);
+        if !ffi::PyErr_Occurred().is_null() {
+            ffi::PyErr_WriteUnraisable(ptr::null_mut());
         }
+        ffi::PyErr_Restore(kind, value, traceback);
     }
 }
 
@@ -519,6 +532,82 @@ impl Layout {
     fn ndim(&self) -> usize {
         self.dims.len() / 2
     }
+
+    /// The same type and shape, C-contiguous: the layout of a compact copy.
+    fn c_order(&self) -> Layout {
+        let ndim = self.ndim();
+        let mut dims = self.dims.clone();
+        let (shape, strides) = dims.split_at_mut(ndim);
+        let mut step = 1i64;
+        for (stride, &n) in strides.iter_mut().zip(shape.iter()).rev() {
+            *stride = step;
+            // The element count fits (validation bounded it), so every partial product
+            // does; an empty array's strides do not matter, and saturate.
+            step = step.saturating_mul(n.max(1));
+        }
+        Layout { dtype: self.dtype, dims }
+    }
+}
+
+/// The elements of a host array, copied in C order into memory of their own: only the
+/// elements are read, never the bytes between strided ones. A copy that cannot be
+/// allocated is a `MemoryError` (broadcast arrays can need far more than they span).
+fn compact_copy(descriptor: &Descriptor) -> PyResult<Box<[u8]>> {
+    let itemsize = descriptor.itemsize();
+    let nbytes = descriptor.nbytes().map_err(crate::error::to_py_err)?;
+    let strides = descriptor.strides().map_err(crate::error::to_py_err)?;
+    let mut out = Vec::new();
+    out.try_reserve_exact(nbytes).map_err(|_| {
+        pyo3::exceptions::PyMemoryError::new_err(format!(
+            "copy: cannot allocate {nbytes} bytes for a copy of the array"
+        ))
+    })?;
+    let shape = &descriptor.shape;
+    let base = descriptor.data as *const u8;
+    let Some((&inner_n, outer)) = shape.split_last() else {
+        // A 0-d array: its one element.
+        // SAFETY: the element lies in memory its producer keeps alive while the exporting
+        // object, which the caller holds, is.
+        out.extend_from_slice(unsafe { std::slice::from_raw_parts(base, itemsize) });
+        return Ok(out.into_boxed_slice());
+    };
+    let inner_stride = strides[outer.len()];
+    let rows_are_whole = inner_stride == isize::try_from(itemsize).unwrap_or(isize::MAX);
+    // The index of the current row in the outer dimensions, as an odometer, and the byte
+    // offset each outer index adds. Every offset lies in the array's validated extent,
+    // which fits isize, and so does every partial sum of them.
+    let mut index = vec![0usize; outer.len()];
+    let mut offsets = vec![0isize; outer.len()];
+    loop {
+        // SAFETY: as for the 0-d array: each element read lies in the array's extent, from
+        // its pointer, which validation checked to be in the address space.
+        unsafe {
+            let row = base.offset(offsets.iter().sum());
+            if rows_are_whole {
+                out.extend_from_slice(std::slice::from_raw_parts(row, inner_n * itemsize));
+            } else {
+                let mut element = row;
+                for _ in 0..inner_n {
+                    out.extend_from_slice(std::slice::from_raw_parts(element, itemsize));
+                    element = element.wrapping_offset(inner_stride);
+                }
+            }
+        }
+        let mut d = outer.len();
+        loop {
+            if d == 0 {
+                return Ok(out.into_boxed_slice());
+            }
+            d -= 1;
+            index[d] += 1;
+            if index[d] < outer[d] {
+                offsets[d] += strides[d];
+                break;
+            }
+            index[d] = 0;
+            offsets[d] = 0;
+        }
+    }
 }
 
 /// Boxes an export of `managed` (whose tensor's shape and strides are set here, from
@@ -630,8 +719,11 @@ pub(crate) fn export<'py>(
     if let Some(consumer) = stream.filter(|_| memory == Memory::Device && !to_host) {
         order_export(py, descriptor.stream, consumer, own.device_id)?;
     }
-    // A copy keeps the array's layout: the first element sits at the same offset from the
-    // lowest byte.
+    // A host copy holds the elements alone, in C order (the gaps between strided elements
+    // may be memory that cannot be read); a device copy keeps the array's layout, the
+    // first element at the same offset from the lowest byte (the driver copies the span
+    // or fails; the pointer check, when on, found it in one allocation).
+    let mut compact = None;
     let (copied, data) = if to_host || copy == Some(true) {
         let bytes = descriptor.byte_range_of(extent).map_err(crate::error::to_py_err)?;
         let len = bytes.end - bytes.start;
@@ -640,21 +732,24 @@ pub(crate) fn export<'py>(
             // the copy points at nothing, as DLPack's empty tensors do.
             (Some(Copied::Host(Box::default())), 0)
         } else {
-            let copied = match memory {
+            match memory {
                 Memory::Host => {
-                    // SAFETY: the array's bytes lie in memory its producer keeps alive while
-                    // `owner`, which we hold, is; validation checked the range.
-                    let src = unsafe { std::slice::from_raw_parts(bytes.start as *const u8, len) };
-                    Copied::Host(src.to_vec().into_boxed_slice())
+                    let copied = Copied::Host(compact_copy(descriptor)?);
+                    let data = copied.address();
+                    compact = Some(layout.c_order());
+                    (Some(copied), data)
                 }
-                Memory::Device => copy_device(py, descriptor.stream, bytes.start, len, own.device_id, to_host)?,
-            };
-            let data = copied.address() + (descriptor.data - bytes.start);
-            (Some(copied), data)
+                Memory::Device => {
+                    let copied = copy_device(py, descriptor.stream, bytes.start, len, own.device_id, to_host)?;
+                    let data = copied.address() + (descriptor.data - bytes.start);
+                    (Some(copied), data)
+                }
+            }
         }
     } else {
         (None, descriptor.data)
     };
+    let layout = compact.as_ref().unwrap_or(layout);
     let mut flag_bits = 0;
     if copied.is_some() {
         flag_bits |= flags::IS_COPIED;
@@ -834,25 +929,31 @@ fn import_from(
     if want.is_some_and(|w| w != memory) {
         return Ok(Err(memory));
     }
-    let kwargs = PyDict::new(py);
-    if memory == Memory::Device {
-        match stream.and_then(Stream::to_raw) {
-            Some(raw) => kwargs.set_item(intern!(py, "stream"), raw)?,
-            None => kwargs.set_item(intern!(py, "stream"), -1)?,
+    // Each call gets a dict of its own: a producer may reach the first one (a builtin
+    // `__dlpack__` is handed it, any code can find it through `gc`) and change it.
+    let kwargs = |max_version: bool| -> PyResult<Bound<'_, PyDict>> {
+        let kwargs = PyDict::new(py);
+        if memory == Memory::Device {
+            match stream.and_then(Stream::to_raw) {
+                Some(raw) => kwargs.set_item(intern!(py, "stream"), raw)?,
+                None => kwargs.set_item(intern!(py, "stream"), -1)?,
+            }
         }
-    }
-    kwargs.set_item(intern!(py, "max_version"), (1u32, 0u32))?;
-    if let Some(c) = copy {
-        kwargs.set_item(intern!(py, "copy"), c)?;
-    }
-    let capsule = match dlpack_method.call((), Some(&kwargs)) {
+        if max_version {
+            kwargs.set_item(intern!(py, "max_version"), (1u32, 0u32))?;
+        }
+        if let Some(c) = copy {
+            kwargs.set_item(intern!(py, "copy"), c)?;
+        }
+        Ok(kwargs)
+    };
+    let capsule = match dlpack_method.call((), Some(&kwargs(true)?)) {
         Ok(c) => c,
         // A producer from before DLPack 1.0 takes no `max_version`.
         Err(e) if e.is_instance_of::<PyTypeError>(py) && copy.is_none() => {
-            kwargs.del_item(intern!(py, "max_version"))?;
             // The first error says what failed, unless the retry raised one that must
             // propagate (an interrupt).
-            dlpack_method.call((), Some(&kwargs)).map_err(|retry| {
+            dlpack_method.call((), Some(&kwargs(false)?)).map_err(|retry| {
                 if crate::parse::must_propagate(py, &retry) {
                     retry
                 } else {

@@ -30,9 +30,14 @@ pub fn interface_dict<'py>(
         return build(owner, descriptor, iface, mask);
     }
     let py = owner.py();
-    let hit = TEMPLATES.with(|t| {
-        t.borrow().iter().find(|(i, d, _)| *i == iface && d == descriptor).map(|(_, _, dict)| dict.clone_ref(py))
-    });
+    // The per-thread caches are gone while the thread's locals are torn down (a
+    // destructor exporting then): the dict is built, and not kept.
+    let hit = TEMPLATES
+        .try_with(|t| {
+            t.borrow().iter().find(|(i, d, _)| *i == iface && d == descriptor).map(|(_, _, dict)| dict.clone_ref(py))
+        })
+        .ok()
+        .flatten();
     if let Some(template) = hit {
         return template.bind(py).copy();
     }
@@ -41,12 +46,15 @@ pub fn interface_dict<'py>(
     // is a copy made after, taken off the collector's lists before anything else runs.
     let template = build(owner, descriptor, iface, None)?.copy()?;
     hide(&template);
-    let evicted = TEMPLATES.with(|t| {
-        let mut t = t.borrow_mut();
-        let evicted = (t.len() == TEMPLATE_CACHE).then(|| t.remove(0));
-        t.push((iface, descriptor.clone(), template.clone().unbind()));
-        evicted
-    });
+    let evicted = TEMPLATES
+        .try_with(|t| {
+            let mut t = t.borrow_mut();
+            let evicted = (t.len() == TEMPLATE_CACHE).then(|| t.remove(0));
+            t.push((iface, descriptor.clone(), template.clone().unbind()));
+            evicted
+        })
+        .ok()
+        .flatten();
     // Released with the cache not borrowed: nothing a release runs can find it busy.
     drop(evicted);
     template.copy()
@@ -113,10 +121,13 @@ fn build<'py>(
 /// typestrs (interned), anew for any other (not interned: interned strings are immortal
 /// from Python 3.12, so interning every typestr seen would grow without bound).
 fn typestr_str<'py>(py: Python<'py>, typestr: &TypeStr) -> Bound<'py, PyString> {
-    let (cached, full) = TYPESTR_STRINGS.with(|c| {
-        let c = c.borrow();
-        (c.iter().find(|(t, _)| t == typestr).map(|(_, s)| s.clone_ref(py)), c.len() >= 64)
-    });
+    // Without the cache (the thread's locals torn down), as when it is full.
+    let (cached, full) = TYPESTR_STRINGS
+        .try_with(|c| {
+            let c = c.borrow();
+            (c.iter().find(|(t, _)| t == typestr).map(|(_, s)| s.clone_ref(py)), c.len() >= 64)
+        })
+        .unwrap_or((None, true));
     if let Some(s) = cached {
         return s.into_bound(py);
     }
@@ -125,7 +136,7 @@ fn typestr_str<'py>(py: Python<'py>, typestr: &TypeStr) -> Bound<'py, PyString> 
         return PyString::new(py, &text);
     }
     let s = PyString::intern(py, &text);
-    TYPESTR_STRINGS.with(|c| {
+    let _ = TYPESTR_STRINGS.try_with(|c| {
         let mut c = c.borrow_mut();
         if c.len() < 64 {
             c.push((*typestr, s.clone().unbind()));

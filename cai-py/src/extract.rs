@@ -642,7 +642,12 @@ impl<T: Element, D: Dimension, A: Access> PyCudaArray<'_, T, D, A> {
                 }
             },
         };
-        let owner = self.argument.object().clone().unbind();
+        // Read through DLPack, the memory lives as long as the producer's tensor (whose
+        // deleter may free it), not as long as the object that exported it.
+        let owner = match &self.argument.dlpack {
+            Some(tensor) => tensor.clone_ref(py),
+            None => self.argument.object().clone().unbind(),
+        };
         let stream = self.argument.descriptor.stream;
         crate::CudaForeign::new(self.device_address(), self.len(), device, stream, owner).map_err(fail)
     }
@@ -700,9 +705,19 @@ mod registry {
     }
 
     /// The Python frame the current call was made from (0 outside any frame).
-    fn calling_frame() -> usize {
-        // SAFETY: called with the GIL held (an extraction); the result is only compared.
-        unsafe { pyo3::ffi::PyEval_GetFrame() as usize }
+    fn calling_frame() -> PyResult<usize> {
+        // SAFETY: called with the GIL held (an extraction); the results are only compared.
+        unsafe {
+            let frame = pyo3::ffi::PyEval_GetFrame();
+            // Null with a frame running: CPython could not make its frame object (and
+            // dropped the MemoryError). Keyed 0, the call's arguments could miss each other.
+            if frame.is_null() && !pyo3::ffi::PyEval_GetGlobals().is_null() {
+                return Err(pyo3::exceptions::PyMemoryError::new_err(
+                    "data: no memory for the calling frame, which the overlap check of arguments needs",
+                ));
+            }
+            Ok(frame as usize)
+        }
     }
 
     /// Registers the bytes of `d` (no entry for an array that reaches no byte), and takes
@@ -711,7 +726,7 @@ mod registry {
         let bytes = if extent.is_empty() {
             None
         } else {
-            Some((d.byte_range_of(extent).map_err(crate::error::to_py_err)?, calling_frame()))
+            Some((d.byte_range_of(extent).map_err(crate::error::to_py_err)?, calling_frame()?))
         };
         let empty = bytes.is_none();
         let taken = REGISTRY.try_with(|registry| {

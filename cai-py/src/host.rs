@@ -1,5 +1,6 @@
 //! Typed host-array arguments for `#[pyfunction]`s, with safe slices (and `ndarray` views).
 
+use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -42,14 +43,78 @@ use crate::extract::{read, shared_accessors, Access, Argument, Dimension, IxDyn,
 /// }
 /// ```
 ///
-/// As with rust-numpy, the guarantee is among Rust code: Python code that runs while the
-/// function holds a slice (a callback it calls, or another thread once it releases the
-/// GIL) may still write the same array.
+/// Slices and views are tracked process-wide, as rust-numpy tracks its borrows: while one
+/// call holds a slice of some bytes, a slice of the same bytes for another call (made from
+/// a callback the first calls, or on another thread once it releases the GIL) is a
+/// `BufferError` when either may write; the argument gives its slice back when it is
+/// dropped. As with rust-numpy, the guarantee is among Rust code: Python code that runs
+/// while the function holds a slice may still write the same array, and a `#[pyclass]`'s
+/// own fields are not seen (a method taking `&mut self` and an array of the object's own
+/// memory holds both).
 ///
 /// [`PyCudaArray`]: crate::PyCudaArray
 pub struct PyHostArray<'py, T: Element, D: Dimension = IxDyn, A: Access = ReadOnly> {
     argument: Argument<'py>,
+    /// The entry of this argument's slices in [`slices`]: its id, and whether it is for
+    /// writing.
+    slice: Cell<Option<(u64, bool)>>,
     _marker: PhantomData<(T, D, A)>,
+}
+
+impl<T: Element, D: Dimension, A: Access> Drop for PyHostArray<'_, T, D, A> {
+    fn drop(&mut self) {
+        if let Some((id, _)) = self.slice.get() {
+            slices::give_back(id);
+        }
+    }
+}
+
+/// The host memory that Rust code holds as slices or views, across calls and threads.
+mod slices {
+    use std::ops::Range;
+    use std::sync::Mutex;
+
+    struct Held {
+        id: u64,
+        bytes: Range<usize>,
+        exclusive: bool,
+    }
+
+    /// The last id given, and the slices held.
+    static HELD: Mutex<(u64, Vec<Held>)> = Mutex::new((0, Vec::new()));
+
+    fn held() -> std::sync::MutexGuard<'static, (u64, Vec<Held>)> {
+        // Nothing panics while it is locked: a poisoned lock holds a consistent list.
+        HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Takes `bytes` for a slice (`exclusive`: for writing), in place of `previous`, the
+    /// same argument's own entry; the bytes of the slice it conflicts with otherwise.
+    pub(super) fn take(bytes: Range<usize>, exclusive: bool, previous: Option<u64>) -> Result<u64, Range<usize>> {
+        let mut guard = held();
+        let (next, list) = &mut *guard;
+        let clash = list.iter().find(|h| {
+            Some(h.id) != previous
+                && h.bytes.start < bytes.end
+                && bytes.start < h.bytes.end
+                && (exclusive || h.exclusive)
+        });
+        if let Some(other) = clash {
+            return Err(other.bytes.clone());
+        }
+        list.retain(|h| Some(h.id) != previous);
+        *next += 1;
+        list.push(Held { id: *next, bytes, exclusive });
+        Ok(*next)
+    }
+
+    /// Gives entry `id` back.
+    pub(super) fn give_back(id: u64) {
+        let mut guard = held();
+        if let Some(i) = guard.1.iter().rposition(|h| h.id == id) {
+            guard.1.swap_remove(i);
+        }
+    }
 }
 
 /// A read-only host array argument.
@@ -73,7 +138,7 @@ impl<'a, 'py, T: Element, D: Dimension, A: Access> FromPyObject<'a, 'py> for PyH
         let mut dlpack = None;
         let parsed = read::<T, D, A>(&object, Memory::Host, &mut dlpack)?;
         let argument = Argument::register(object, parsed, dlpack, A::WRITABLE)?;
-        Ok(PyHostArray { argument, _marker: PhantomData })
+        Ok(PyHostArray { argument, slice: Cell::new(None), _marker: PhantomData })
     }
 }
 
@@ -90,10 +155,11 @@ impl<'py, T: Element, D: Dimension, A: Access> PyHostArray<'py, T, D, A> {
     /// memory is not aligned for `T`.
     pub fn as_slice(&self) -> PyResult<&[T]> {
         let (data, len) = self.contiguous("as_slice")?;
+        self.hold("as_slice", false)?;
         // SAFETY: validation checked that the `len` elements from `data` lie in the array's
         // memory, which the held object keeps alive for `&self`; `contiguous` checked that
         // they are consecutive, aligned and valid values of `T`; no `&mut` to them exists
-        // in Rust (the overlap registry refuses a read-write argument sharing them).
+        // in Rust (`hold` refuses a slice for writing of the same bytes, in any call).
         Ok(unsafe { std::slice::from_raw_parts(data.cast_const(), len) })
     }
 
@@ -124,6 +190,32 @@ impl<'py, T: Element, D: Dimension, A: Access> PyHostArray<'py, T, D, A> {
         Ok((data, len))
     }
 
+    /// Registers this argument's slices of its bytes (`exclusive`: for writing), unless it
+    /// holds them already; a `BufferError` when another call holds a slice of the same
+    /// bytes and either may write.
+    fn hold(&self, method: &str, exclusive: bool) -> PyResult<()> {
+        let previous = self.slice.get();
+        if self.argument.extent.is_empty() || previous.is_some_and(|(_, held)| held || !exclusive) {
+            return Ok(());
+        }
+        let bytes = self.argument.descriptor.byte_range_of(self.argument.extent).map_err(crate::error::to_py_err)?;
+        let (start, end) = (bytes.start, bytes.end);
+        match slices::take(bytes, exclusive, previous.map(|(id, _)| id)) {
+            Ok(id) => {
+                self.slice.set(Some((id, exclusive)));
+                Ok(())
+            }
+            Err(other) => Err(Problem::buffer_error(format!(
+                "{method}: bytes 0x{start:x}..0x{end:x} overlap bytes 0x{:x}..0x{:x} that another call in progress \
+                 (on this thread or another) holds as a slice or view; {} may not share memory",
+                other.start,
+                other.end,
+                if exclusive { "a slice for writing" } else { "a slice and a slice for writing" }
+            ))
+            .into()),
+        }
+    }
+
     fn aligned(&self, method: &str) -> PyResult<()> {
         let data = self.argument.descriptor.data;
         if data % std::mem::align_of::<T>() != 0 {
@@ -144,9 +236,10 @@ impl<T: Element, D: Dimension> PyHostArray<'_, T, D, ReadWrite> {
     /// [`as_slice`](Self::as_slice).
     pub fn as_slice_mut(&mut self) -> PyResult<&mut [T]> {
         let (data, len) = self.contiguous("as_slice_mut")?;
+        self.hold("as_slice_mut", true)?;
         // SAFETY: as in `as_slice`; the array is writable (checked at extraction), `&mut
-        // self` is the only Rust access to it, and the registry refused any other argument
-        // of this call sharing its bytes.
+        // self` is the only access to it through this argument, and `hold` refused any
+        // other slice of its bytes, in this call or another.
         Ok(unsafe { std::slice::from_raw_parts_mut(data, len) })
     }
 }
@@ -296,6 +389,7 @@ mod nd {
             let low = (d.data as *mut u8).wrapping_offset(low_offset);
             let dims: Vec<(usize, isize)> = shape.iter().copied().zip(byte_strides.iter().copied()).collect();
             valid_values::<T>(d.data as *const u8, &dims, method)?;
+            self.hold(method, exclusive)?;
             let flipped = (0..shape.len()).filter(|&i| elements[i] < 0).collect();
             let strides = Some(elements.iter().map(|s| s.unsigned_abs()).collect());
             Ok(Layout { low, shape, strides, flipped })
@@ -340,8 +434,8 @@ mod nd {
             let layout = self.layout("as_array_mut", true)?;
             let shape = Self::nd_shape(&layout);
             // SAFETY: as in `as_array`; besides, the array is writable, `&mut self` is the
-            // only Rust access, no element is reached twice, and the registry refused any
-            // other argument of this call sharing the bytes.
+            // only access through this argument, no element is reached twice, and `hold`
+            // refused any other slice or view of the bytes, in this call or another.
             let mut view = unsafe { ArrayViewMut::from_shape_ptr(shape, layout.low.cast::<T>()) };
             for axis in layout.flipped {
                 view.invert_axis(Axis(axis));

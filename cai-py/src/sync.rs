@@ -379,16 +379,29 @@ mod imp {
         };
         cuda::driver_status().map_err(|e| fail(&e))?;
         let backend = DriverBackend::primary(device).map_err(|e| fail(&e))?;
-        let work = || -> Result<Copied, DriverError> {
+        // The host memory first: a size no allocation can give is a `MemoryError`.
+        let host = if to_host {
+            let mut host = Vec::new();
+            host.try_reserve_exact(len).map_err(|_| {
+                pyo3::exceptions::PyMemoryError::new_err(format!(
+                    "copy: cannot allocate {len} bytes for a host copy of the array at 0x{src:x}"
+                ))
+            })?;
+            host.resize(len, 0u8);
+            Some(host.into_boxed_slice())
+        } else {
+            None
+        };
+        let work = move || -> Result<Copied, DriverError> {
             if !producer.is_none() {
                 settle(&backend, event_pool(), backend.locate(producer)?)?;
             }
-            if to_host {
-                let mut host = vec![0u8; len].into_boxed_slice();
-                cuda::copy_to_host(src, &mut host, device)?;
-                Ok(Copied::Host(host))
-            } else {
-                cuda::DeviceCopy::of(src, len, device).map(Copied::Device)
+            match host {
+                Some(mut host) => {
+                    cuda::copy_to_host(src, &mut host, device)?;
+                    Ok(Copied::Host(host))
+                }
+                None => cuda::DeviceCopy::of(src, len, device).map(Copied::Device),
             }
         };
         py.detach(work).map_err(|e| fail(&e))

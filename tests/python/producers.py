@@ -26,6 +26,19 @@ class Producer:
         return self.desc
 
 
+class OnlyDLPack:
+    """Offers an array through DLPack alone."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
 def cai_dict(shape=(4,), typestr="<f4", ptr=0x7F00_0000_0000, readonly=False, version=3, **extra):
     d = {"shape": tuple(shape), "typestr": typestr, "data": (ptr, readonly), "version": version}
     d.update(extra)

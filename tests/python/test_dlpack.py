@@ -67,6 +67,48 @@ def test_copies_are_the_consumers():
     assert address(same) == m.address()
 
 
+def test_a_host_copy_holds_the_elements_alone_in_c_order():
+    base = np.arange(24, dtype=np.float32).reshape(4, 6)
+    for x in [base[::-2, 1::2], base.T, np.broadcast_to(base[0], (3, 6)), np.array(5.0, np.float32)]:
+        v = cai.as_array(x)
+        c = np.from_dlpack(v, copy=True)
+        np.testing.assert_array_equal(c, x)
+        assert c.flags.c_contiguous and c.strides == np.array(x, order="C").strides, (x.strides, c.strides)
+        copied = cai.from_dlpack(v, copy=True)
+        assert copied.shape == x.shape and copied.is_c_contiguous and copied.ptr != v.ptr
+        np.testing.assert_array_equal(np.from_dlpack(copied), x)
+
+
+def test_a_copy_too_large_to_allocate_is_a_memory_error():
+    mem = np.zeros(1, np.float32)
+
+    class Broadcast:  # 2**60 elements in four bytes
+        __array_interface__ = {"version": 3, "shape": (2**60,), "typestr": "<f4", "data": (mem.ctypes.data, False), "strides": (0,)}
+
+    v = cai.as_array(Broadcast())
+    with pytest.raises(MemoryError, match=f"copy: cannot allocate {2**62} bytes for a copy of the array"):
+        v.__dlpack__(max_version=(1, 0), copy=True)
+    assert np.from_dlpack(v).strides == (0,), "without a copy, the view itself is exported"
+
+
+def test_a_producer_that_empties_the_keywords_it_was_given_gets_its_own_error():
+    # The retry without max_version used the dict of the first call, which the producer
+    # could reach through the collector and empty: a KeyError came out of cai.
+    class OldProducer:
+        def __dlpack_device__(self):
+            return (1, 0)
+
+        def __dlpack__(self, **kw):
+            for o in gc.get_objects():
+                if type(o) is dict and o is not kw and o == kw:
+                    o.clear()
+            raise TypeError("no max_version here")
+
+    for f in (cai.from_dlpack, fx.host_shape_f32):
+        with pytest.raises(TypeError, match="no max_version here"):
+            f(OldProducer())
+
+
 def test_named_arrays_and_views_export_too():
     cloud = fx.HostCloud(4)
     xyz, ids = np.from_dlpack(cloud.xyz), np.from_dlpack(cloud.ids)

@@ -6,12 +6,14 @@ import subprocess
 import sys
 import textwrap
 
+import threading
+
 import numpy as np
 import pytest
 
 import cai
 import cai_fixtures as fx
-from producers import Producer, cai_dict
+from producers import OnlyDLPack, Producer, cai_dict
 
 
 def address(a):
@@ -60,19 +62,6 @@ def test_a_dlpack_cpu_producer_is_accepted():
     x = jax.device_put(jnp.arange(12, dtype=jnp.int32).reshape(3, 4), cpu)
     assert not hasattr(x, "__array_interface__")
     assert fx.host_nd_rows(x) == np.arange(12).reshape(3, 4).tolist()
-
-
-class OnlyDLPack:
-    """Offers an array through DLPack alone."""
-
-    def __init__(self, array):
-        self.array = array
-
-    def __dlpack__(self, **kwargs):
-        return self.array.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self.array.__dlpack_device__()
 
 
 def test_dlpack_carries_read_only_and_writes_reach_the_producer():
@@ -152,6 +141,49 @@ def test_bools_must_be_zero_or_one():
     raw[3, fx.Particles.layout()[1][3][1]] = 7  # the `alive` byte of particle 3
     with pytest.raises(ValueError, match="byte 7"):
         fx.host_alive(records)
+
+
+def test_a_slice_for_writing_is_the_only_slice_of_its_bytes_across_calls():
+    # A callback of a function that holds a slice for writing takes a slice of the same
+    # bytes in a call of its own: two Rust slices of one memory, one of them `&mut`.
+    a = np.arange(4, dtype=np.float64)
+    with pytest.raises(BufferError, match=r"as_slice: bytes 0x[0-9a-f]+\.\.0x[0-9a-f]+ overlap .* another call in progress"):
+        fx.host_hold(a, lambda: fx.host_sum(a))
+    with pytest.raises(BufferError, match="as_slice_mut: .* a slice for writing may not share memory"):
+        fx.host_hold_ro(a, lambda: fx.host_hold(a[1:], lambda: None))
+    # Reading beside reading, and other bytes beside writing, are fine.
+    assert fx.host_hold_ro(a, lambda: fx.host_sum(a)) == 6.0
+    assert fx.host_hold(a[:2], lambda: fx.host_sum(a[2:])) == 5.0
+    assert a[0] == 1.0
+    # Every slice was given back: the memory is free again.
+    assert fx.host_hold(a, lambda: "done") == "done"
+    assert fx.host_sum(a) == 1.0 + 1 + 2 + 3
+
+
+def test_a_slice_held_on_one_thread_refuses_a_writing_slice_on_another():
+    a = np.zeros(4, dtype=np.float64)
+    holding, tried = threading.Event(), threading.Event()
+    outcome = []
+
+    def wait_for_the_other_thread():
+        holding.set()
+        tried.wait(30)
+
+    def other():
+        holding.wait(30)
+        try:
+            fx.host_hold(a, lambda: None)
+            outcome.append("taken")
+        except BufferError as e:
+            outcome.append(str(e))
+        tried.set()
+
+    t = threading.Thread(target=other)
+    t.start()
+    fx.host_hold_ro(a, wait_for_the_other_thread)
+    t.join()
+    assert len(outcome) == 1 and "another call in progress (on this thread or another)" in outcome[0], outcome
+    fx.host_hold(a, lambda: None)
 
 
 def test_overlapping_arguments_of_one_call_are_refused():

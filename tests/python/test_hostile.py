@@ -727,6 +727,31 @@ def test_element_counts_do_not_depend_on_dimension_order():
     assert out["(2, 1099511627776, 0)"] == ("ok", (2**43, 8, 8), 0, 0, True, True)
 
 
+def test_a_span_wider_than_isize_is_refused_whatever_the_signs_of_its_strides():
+    # Each side of the span fits isize; the whole does not (the mirror image of a span
+    # refused for its positive side). Accepted, the host extractor made an ndarray view of it.
+    out = results(
+        """
+        import numpy as np
+        mem = np.zeros(8, np.int64)
+        at = mem.ctypes.data
+        def host(shape, strides, data, typestr="<i8"):
+            class H:
+                __array_interface__ = {"version": 3, "shape": shape, "typestr": typestr, "data": (data, False), "strides": strides}
+            return H()
+        print({
+            "positive": first(lambda: cai.as_array(host((2,), (2**63 - 8,), at))),
+            "negative": first(lambda: cai.as_array(host((2,), (-(2**63 - 8),), 2**63 + at))),
+            "both signs": first(lambda: cai.as_array(host((2, 2), (-2**62, 2**62), 2**62 + at))),
+            "extractor": first(lambda: fx.host_nd_elements(host((2, 2), (-2**62, -2**62), 2**63 + at))),
+        })
+        """
+    )
+    for case, message in out.items():
+        assert message is not None and message.startswith("ValueError: strides:"), (case, message)
+        assert "the byte extent exceeds isize" in message, (case, message)
+
+
 def test_a_typestr_with_a_lone_surrogate_is_a_value_error():
     out = run(
         """
@@ -1344,3 +1369,87 @@ def test_two_keys_that_read_the_same_are_refused():
         "as_cuda_array": "ValueError", "from_cuda_array_interface": "ValueError", "validate": "findings:1",
         "extractor": "ValueError", "as_array": "ValueError",
     }
+
+
+# -- DLPack: copies, deleters and keywords ------------------------------------------------------
+
+
+def test_a_host_copy_reads_no_byte_between_strided_elements():
+    # The elements lie on the first and the third of three pages, the second cannot be read;
+    # a second array spans a terabyte of address space for two elements. Copying the span
+    # crashed on the first and aborted on the second.
+    out = run(
+        """
+        import ctypes, mmap
+        import numpy as np
+        from numpy.lib.stride_tricks import as_strided
+        page = mmap.PAGESIZE
+        m = mmap.mmap(-1, 3 * page)
+        base = np.frombuffer(m, dtype=np.float32)
+        x = as_strided(base, shape=(2,), strides=(2 * page,))
+        x[:] = [1.0, 2.0]
+        libc = ctypes.CDLL(None)
+        libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        assert libc.mprotect(base.ctypes.data + page, page, 0) == 0
+        print(np.from_dlpack(cai.as_array(x), copy=True).tolist())
+        try:  # address space without memory behind it (MAP_NORESERVE)
+            big = mmap.mmap(-1, 1 << 40, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x4000)
+        except OSError as e:
+            print("no terabyte mapping:", e)
+        else:
+            y = as_strided(np.frombuffer(big, dtype=np.float32), shape=(2,), strides=(1 << 39,))
+            y[:] = [3.0, 4.0]
+            print(np.from_dlpack(cai.as_array(y), copy=True).tolist())
+        """
+    )
+    lines = out.strip().splitlines()
+    assert lines[0] == "[1.0, 2.0]"
+    assert lines[1] in ("[3.0, 4.0]",) or lines[1].startswith("no terabyte mapping"), lines
+
+
+def test_a_producer_deleter_runs_with_the_unwinding_exception_set_aside():
+    # A view dies while an exception unwinds the frame that held it: the producer's
+    # deleter, Python code through ctypes, ran with the exception set and lost it, and the
+    # interpreter crashed on the exception that was no longer there.
+    out = run(
+        """
+        import ctypes
+        import numpy as np
+        class DLDevice(ctypes.Structure):
+            _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+        class DLDataType(ctypes.Structure):
+            _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+        class DLTensor(ctypes.Structure):
+            _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
+                        ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                        ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+        DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+        class Managed(ctypes.Structure):
+            _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("manager_ctx", ctypes.c_void_p),
+                        ("deleter", DELETER), ("flags", ctypes.c_uint64), ("dl_tensor", DLTensor)]
+        new_capsule = ctypes.pythonapi.PyCapsule_New
+        new_capsule.restype = ctypes.py_object
+        new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        deleted = []
+        class Producer:
+            def __init__(self, memory):
+                self.memory = memory
+                self.shape = (ctypes.c_int64 * 1)(memory.size)
+                self.deleter = DELETER(lambda _: deleted.append(sys.exc_info()[0]))
+                self.managed = Managed(1, 0, None, self.deleter, 0, DLTensor(
+                    memory.ctypes.data, DLDevice(1, 0), 1, DLDataType(2, 32, 1), self.shape, None, 0))
+            def __dlpack_device__(self):
+                return (1, 0)
+            def __dlpack__(self, **kwargs):
+                return new_capsule(ctypes.addressof(self.managed), b"dltensor_versioned", None)
+        p = Producer(np.zeros(4, np.float32))
+        for _ in range(3):
+            try:
+                [cai.from_dlpack(p), 1 / 0]
+            except ZeroDivisionError:
+                print("caught")
+        print(deleted)
+        """
+    )
+    assert out.split("\n")[:3] == ["caught"] * 3, out
+    assert out.strip().splitlines()[-1] == "[None, None, None]", "the deleter saw no exception"

@@ -231,6 +231,36 @@ fn a_shape_beyond_the_buffer_is_refused() {
     assert!(matches!(backwards.array_interface().unwrap_err(), Error::OutOfBuffer { start: -8, .. }));
 }
 
+#[derive(ArrayInterface)]
+struct Flags {
+    #[cai(data)]
+    values: Vec<bool>,
+}
+
+#[derive(ArrayInterface)]
+struct Pairs {
+    #[cai(data)]
+    items: Vec<Pair>,
+}
+
+#[derive(ArrayInterface)]
+struct Tags {
+    #[cai(data)]
+    items: Vec<Packed>,
+}
+
+#[test]
+fn elements_holding_bools_are_exported_read_only() {
+    // A consumer could write a byte that is no bool, which the container's own code would
+    // then read: a bool anywhere in the element makes the export read-only.
+    assert!(Flags { values: vec![true, false] }.array_interface().unwrap().readonly);
+    let particle = Particle { id: 1, position: [0.0; 3], mass: 1.0, alive: true };
+    assert!(Particles { items: vec![particle] }.array_interface().unwrap().readonly);
+    assert!(Pairs { items: vec![Pair(1, particle)] }.array_interface().unwrap().readonly, "a bool in a nested record");
+    assert!(!Tags { items: vec![Packed { tag: 1, value: 2.0 }] }.array_interface().unwrap().readonly);
+    assert!(!Signal { samples: vec![1.0] }.array_interface().unwrap().readonly);
+}
+
 #[derive(Clone, Copy, Element)]
 #[repr(C)]
 struct Particle {

@@ -475,6 +475,13 @@ fn zero_with_cudarc(x: PyCudaArrayRw<'_, f32, IxDyn>) -> PyResult<()> {
     stream.synchronize().map_err(|e| driver_error(format!("{e:?}")))
 }
 
+/// What keeps the memory of `x`'s cudarc view alive (the view's owner).
+#[pyfunction]
+fn cudarc_view_owner(x: PyCudaArrayRo<'_, f32, IxDyn>) -> PyResult<Py<PyAny>> {
+    let _keep = cai_core::cuda::KeepCurrent::new();
+    Ok(x.cudarc_view()?.owner().clone_ref(x.object().py()))
+}
+
 /// Fills a C-contiguous f32 device array with `value` on a new non-blocking cudarc stream
 /// (not the producer's), and waits for that stream. `how` says how the stream is ordered
 /// after the producer's pending work: `"stream"` names it to the extractor
@@ -682,6 +689,27 @@ fn host_sum(x: PyHostArrayRo<'_, f64>) -> PyResult<f64> {
     Ok(x.as_slice()?.iter().sum())
 }
 
+/// Holds `x` as a slice for writing while `during()` runs, then writes `x[0] = 1`;
+/// returns what `during` returned.
+#[pyfunction]
+fn host_hold(mut x: PyHostArrayRw<'_, f64>, during: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    let slice = x.as_slice_mut()?;
+    let result = during.call0()?;
+    if let Some(first) = slice.first_mut() {
+        *first = 1.0;
+    }
+    Ok(result.unbind())
+}
+
+/// Holds `x` as a slice while `during()` runs; returns what `during` returned.
+#[pyfunction]
+fn host_hold_ro(x: PyHostArrayRo<'_, f64>, during: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    let slice = x.as_slice()?;
+    let result = during.call0()?;
+    std::hint::black_box(slice);
+    Ok(result.unbind())
+}
+
 /// `(address, shape, strides, readonly, len)` of a 2-d host array of f32.
 #[pyfunction]
 fn host_describe(x: PyHostArrayRo<'_, f32, Ix2>) -> (usize, [usize; 2], Vec<isize>, bool, usize) {
@@ -776,6 +804,7 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<DeviceCloud>()?;
     m.add_class::<CudarcBuffer>()?;
     m.add_function(wrap_pyfunction!(zero_with_cudarc, m)?)?;
+    m.add_function(wrap_pyfunction!(cudarc_view_owner, m)?)?;
     m.add_function(wrap_pyfunction!(fill_on_new_stream, m)?)?;
     m.add_function(wrap_pyfunction!(extract_and_settle, m)?)?;
     m.add_function(wrap_pyfunction!(describe_f32, m)?)?;
@@ -789,6 +818,8 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(takes_array, m)?)?;
     m.add_function(wrap_pyfunction!(takes_host_array, m)?)?;
     m.add_function(wrap_pyfunction!(host_sum, m)?)?;
+    m.add_function(wrap_pyfunction!(host_hold, m)?)?;
+    m.add_function(wrap_pyfunction!(host_hold_ro, m)?)?;
     m.add_function(wrap_pyfunction!(host_describe, m)?)?;
     m.add_function(wrap_pyfunction!(host_shape_f32, m)?)?;
     m.add_function(wrap_pyfunction!(host_zero_size, m)?)?;

@@ -392,6 +392,23 @@ def test_a_failing_dlpack_copy_is_a_driver_error_and_frees_nothing_it_did_not_al
     assert [c.split()[0] for c in fake.calls("cuMem")] == ["cuMemAlloc", "cuMemFree"]
 
 
+def test_a_host_copy_too_large_to_allocate_is_a_memory_error_with_no_driver_call():
+    # Two elements 2**45 bytes apart (pointer checks off): the copy keeps the device layout,
+    # 35 TB of host memory, which no allocation gives. It aborted the process.
+    before = cai.configure()
+    cai.configure(check_pointers=False)
+    try:
+        view = cai.from_cuda_array_interface(
+            {"version": 3, "shape": (2,), "typestr": "<f4", "data": (0x7F0000000000, False), "strides": (1 << 45,)}
+        )
+        fake.clear_log()
+        with pytest.raises(MemoryError, match=f"^copy: cannot allocate {(1 << 45) + 4} bytes for a host copy"):
+            view.__dlpack__(max_version=(1, 0), dl_device=(1, 0))
+        assert not fake.calls("cuMemcpy")
+    finally:
+        cai.configure(**before)
+
+
 def test_imports_from_many_threads_share_the_pool_and_leave_each_thread_clean():
     arr, ptr = fake.array(64)
     errors, states = [], []

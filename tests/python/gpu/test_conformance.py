@@ -8,6 +8,7 @@ import pytest
 
 import cai
 import cai_fixtures as fx
+from producers import OnlyDLPack
 
 N = 1 << 16
 
@@ -99,6 +100,15 @@ def test_rust_writes_a_cupy_array_through_cudarc():
     c = cupy.full(1000, 9.0, dtype=cupy.float32)
     fx.zero_with_cudarc(c)
     assert float(abs(c).sum()) == 0.0
+
+
+def test_a_cudarc_view_of_a_dlpack_argument_keeps_the_producer_s_tensor():
+    # Through DLPack the memory lives as long as the producer's tensor (its deleter may
+    # free it), not as long as the object that exported it.
+    cupy = pytest.importorskip("cupy")
+    c = cupy.arange(8, dtype=cupy.float32)
+    assert type(fx.cudarc_view_owner(OnlyDLPack(c))).__name__ == "DLPackTensor"
+    assert fx.cudarc_view_owner(c) is c
 
 
 def test_rust_writes_a_torch_tensor_through_cudarc():
