@@ -89,7 +89,8 @@ pub unsafe trait HostBuffer {
         self.len() == 0
     }
 
-    /// Whether consumers must not write (true for shared borrows).
+    /// Whether consumers must not write (true for shared borrows). Elements that hold a
+    /// `bool` are exported read-only whatever this says.
     fn readonly(&self) -> bool {
         false
     }

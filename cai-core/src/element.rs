@@ -16,9 +16,10 @@ use crate::typestr::{Kind, TypeStr};
 ///   the Rust field it names, and padding entries cover the bytes in between.
 ///
 /// Consumers rely on this to reinterpret foreign memory as `[Self]`, so a wrong impl is
-/// undefined behaviour. A type for which some bit patterns are invalid (such as `bool`,
-/// which must be 0 or 1) may be an `Element`; reading foreign data as such a type is
-/// only sound when the producer upholds the same rule, as NumPy and every GPU peer do.
+/// undefined behaviour. Apart from `bool` bytes (0 or 1 only, which cai's host
+/// extractors check before they make a slice, and whose host memory it exports
+/// read-only), every bit pattern of a `Self` must be a valid value: host memory of
+/// `Self` is exported writable, and a consumer may write any bytes into it.
 ///
 /// `#[derive(Element)]` writes a correct impl for `#[repr(C)]` records. It comes with
 /// cai-core's `derive` feature: `cai-core = { version = "0.1", features = ["derive"] }`.

@@ -155,8 +155,10 @@ pub fn derive_cuda_array_interface(input: TokenStream) -> TokenStream {
 ///
 /// The attributes are those of `CudaArrayInterface`, without `stream` (NumPy's interface
 /// has none), and `data` is a `HostBuffer`: `Vec<T>`, `Box<[T]>`, `[T; N]`, `&[T]` (exported
-/// read-only) or `&mut [T]`, with `T: Element`. `ArrayInterface` is implemented when the
-/// struct has an array of its own; `NamedArrays` always.
+/// read-only) or `&mut [T]`, with `T: Element`. Elements that hold a `bool` (alone or in a
+/// record) are exported read-only: a consumer could write a byte Rust's `bool` cannot
+/// hold. `ArrayInterface` is implemented when the struct has an array of its own;
+/// `NamedArrays` always.
 #[proc_macro_derive(ArrayInterface, attributes(cai))]
 pub fn derive_array_interface(input: TokenStream) -> TokenStream {
     interface(parse_macro_input!(input as DeriveInput), Flavor::Host).into()

@@ -190,7 +190,7 @@ pub(crate) fn parse_flag(name: &str, value: &str) -> Result<bool, Problem> {
     match value.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" | "on" => Ok(true),
         "0" | "false" | "no" | "off" => Ok(false),
-        other => Err(Problem::value_error(format!("{name}: '{other}' is not 1 or 0"))),
+        _ => Err(Problem::value_error(format!("{name}: {} is not 1 or 0", cai_core::quoted(value)))),
     }
 }
 
@@ -198,7 +198,7 @@ pub(crate) fn parse_export_stream(name: &str, value: &str) -> Result<bool, Probl
     match value.trim().to_ascii_lowercase().as_str() {
         "report" => Ok(false),
         "none" => Ok(true),
-        other => Err(Problem::value_error(format!("{name}: '{other}' is not 'report' or 'none'"))),
+        _ => Err(Problem::value_error(format!("{name}: {} is not 'report' or 'none'", cai_core::quoted(value)))),
     }
 }
 
@@ -206,7 +206,7 @@ pub(crate) fn parse_export_version(name: &str, value: &str) -> Result<u32, Probl
     match value.trim() {
         "2" => Ok(2),
         "3" => Ok(3),
-        other => Err(Problem::value_error(format!("{name}: '{other}' is not 2 or 3"))),
+        _ => Err(Problem::value_error(format!("{name}: {} is not 2 or 3", cai_core::quoted(value)))),
     }
 }
 

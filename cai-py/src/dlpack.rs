@@ -30,7 +30,7 @@ use pyo3::{ffi, intern, Borrowed};
 
 use crate::error::{received, Problem};
 use crate::parse::Parsed;
-use crate::sync::{copy_device, export_device, order_export, Copied};
+use crate::sync::{copy_device, export_device, order_export, Copied, HostCopy};
 
 const DLTENSOR: &CStr = c"dltensor";
 const USED_DLTENSOR: &CStr = c"used_dltensor";
@@ -406,11 +406,15 @@ unsafe fn call_deleter<M: Managed>(tensor: *mut M) {
     unsafe {
         let Some(deleter) = tensor.as_ref().and_then(Managed::deleter) else { return };
         let (mut kind, mut value, mut traceback) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+        // The stable ABI's pair from 3.10 on (pyo3 marks it deprecated for 3.12 builds,
+        // which have a newer one besides).
+        #[allow(deprecated)]
         ffi::PyErr_Fetch(&mut kind, &mut value, &mut traceback);
         deleter(tensor);
         if !ffi::PyErr_Occurred().is_null() {
             ffi::PyErr_WriteUnraisable(ptr::null_mut());
         }
+        #[allow(deprecated)]
         ffi::PyErr_Restore(kind, value, traceback);
     }
 }
@@ -552,24 +556,27 @@ impl Layout {
 /// The elements of a host array, copied in C order into memory of their own: only the
 /// elements are read, never the bytes between strided ones. A copy that cannot be
 /// allocated is a `MemoryError` (broadcast arrays can need far more than they span).
-fn compact_copy(descriptor: &Descriptor) -> PyResult<Box<[u8]>> {
+fn compact_copy(descriptor: &Descriptor) -> PyResult<HostCopy> {
     let itemsize = descriptor.itemsize();
     let nbytes = descriptor.nbytes().map_err(crate::error::to_py_err)?;
     let strides = descriptor.strides().map_err(crate::error::to_py_err)?;
-    let mut out = Vec::new();
-    out.try_reserve_exact(nbytes).map_err(|_| {
-        pyo3::exceptions::PyMemoryError::new_err(format!(
-            "copy: cannot allocate {nbytes} bytes for a copy of the array"
-        ))
-    })?;
-    let shape = &descriptor.shape;
+    let mut copy = HostCopy::zeroed(nbytes, "a copy of the array")?;
+    let out = copy.bytes_mut();
+    let mut written = 0;
+    // Copies `len` bytes from `from` to the end of what was written.
+    let mut put = |from: *const u8, len: usize| {
+        // SAFETY: `from` is an element (or a row of consecutive elements) of the array, in
+        // memory its producer keeps alive while the exporting object, which the caller
+        // holds, is; validation checked it lies in the address space; `nbytes` is the size
+        // of all the elements, so the writes stay in `out`.
+        unsafe { std::ptr::copy_nonoverlapping(from, out.as_mut_ptr().add(written), len) };
+        written += len;
+    };
     let base = descriptor.data as *const u8;
-    let Some((&inner_n, outer)) = shape.split_last() else {
+    let Some((&inner_n, outer)) = descriptor.shape.split_last() else {
         // A 0-d array: its one element.
-        // SAFETY: the element lies in memory its producer keeps alive while the exporting
-        // object, which the caller holds, is.
-        out.extend_from_slice(unsafe { std::slice::from_raw_parts(base, itemsize) });
-        return Ok(out.into_boxed_slice());
+        put(base, itemsize);
+        return Ok(copy);
     };
     let inner_stride = strides[outer.len()];
     let rows_are_whole = inner_stride == isize::try_from(itemsize).unwrap_or(isize::MAX);
@@ -579,24 +586,20 @@ fn compact_copy(descriptor: &Descriptor) -> PyResult<Box<[u8]>> {
     let mut index = vec![0usize; outer.len()];
     let mut offsets = vec![0isize; outer.len()];
     loop {
-        // SAFETY: as for the 0-d array: each element read lies in the array's extent, from
-        // its pointer, which validation checked to be in the address space.
-        unsafe {
-            let row = base.offset(offsets.iter().sum());
-            if rows_are_whole {
-                out.extend_from_slice(std::slice::from_raw_parts(row, inner_n * itemsize));
-            } else {
-                let mut element = row;
-                for _ in 0..inner_n {
-                    out.extend_from_slice(std::slice::from_raw_parts(element, itemsize));
-                    element = element.wrapping_offset(inner_stride);
-                }
+        let row = base.wrapping_offset(offsets.iter().sum());
+        if rows_are_whole {
+            put(row, inner_n * itemsize);
+        } else {
+            let mut element = row;
+            for _ in 0..inner_n {
+                put(element, itemsize);
+                element = element.wrapping_offset(inner_stride);
             }
         }
         let mut d = outer.len();
         loop {
             if d == 0 {
-                return Ok(out.into_boxed_slice());
+                return Ok(copy);
             }
             d -= 1;
             index[d] += 1;
@@ -730,7 +733,7 @@ pub(crate) fn export<'py>(
         if len == 0 {
             // Nothing to copy (an empty array's pointer may be null): no byte is read, and
             // the copy points at nothing, as DLPack's empty tensors do.
-            (Some(Copied::Host(Box::default())), 0)
+            (Some(Copied::Host(HostCopy::zeroed(0, "an empty copy")?)), 0)
         } else {
             match memory {
                 Memory::Host => {

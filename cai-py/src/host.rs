@@ -50,7 +50,8 @@ use crate::extract::{read, shared_accessors, Access, Argument, Dimension, IxDyn,
 /// dropped. As with rust-numpy, the guarantee is among Rust code: Python code that runs
 /// while the function holds a slice may still write the same array, and a `#[pyclass]`'s
 /// own fields are not seen (a method taking `&mut self` and an array of the object's own
-/// memory holds both).
+/// memory holds both). An argument leaked with `std::mem::forget` keeps its slices' bytes
+/// held for the rest of the process.
 ///
 /// [`PyCudaArray`]: crate::PyCudaArray
 pub struct PyHostArray<'py, T: Element, D: Dimension = IxDyn, A: Access = ReadOnly> {
@@ -154,8 +155,7 @@ impl<'py, T: Element, D: Dimension, A: Access> PyHostArray<'py, T, D, A> {
     /// shape and strides otherwise (`numpy.ascontiguousarray` makes one), or when the
     /// memory is not aligned for `T`.
     pub fn as_slice(&self) -> PyResult<&[T]> {
-        let (data, len) = self.contiguous("as_slice")?;
-        self.hold("as_slice", false)?;
+        let (data, len) = self.contiguous("as_slice", false)?;
         // SAFETY: validation checked that the `len` elements from `data` lie in the array's
         // memory, which the held object keeps alive for `&self`; `contiguous` checked that
         // they are consecutive, aligned and valid values of `T`; no `&mut` to them exists
@@ -163,9 +163,10 @@ impl<'py, T: Element, D: Dimension, A: Access> PyHostArray<'py, T, D, A> {
         Ok(unsafe { std::slice::from_raw_parts(data.cast_const(), len) })
     }
 
-    /// Checks what a slice needs: C order, alignment and valid values. Returns the first
-    /// element (dangling for an empty array) and the number of elements.
-    fn contiguous(&self, method: &str) -> PyResult<(*mut T, usize)> {
+    /// Checks what a slice needs: C order, alignment, the bytes not held by another call
+    /// (see [`hold`](Self::hold); `exclusive`: for writing) and valid values. Returns the
+    /// first element (dangling for an empty array) and the number of elements.
+    fn contiguous(&self, method: &str, exclusive: bool) -> PyResult<(*mut T, usize)> {
         let d = &self.argument.descriptor;
         let len = self.len();
         if len == 0 || std::mem::size_of::<T>() == 0 {
@@ -184,6 +185,8 @@ impl<'py, T: Element, D: Dimension, A: Access> PyHostArray<'py, T, D, A> {
             .into());
         }
         self.aligned(method)?;
+        // Held before the values are read: another call may be writing them.
+        self.hold(method, exclusive)?;
         let data = d.data as *mut T;
         let size = isize::try_from(std::mem::size_of::<T>()).unwrap_or(isize::MAX);
         valid_values::<T>(data.cast::<u8>(), &[(len, size)], method)?;
@@ -235,8 +238,7 @@ impl<T: Element, D: Dimension> PyHostArray<'_, T, D, ReadWrite> {
     /// The elements in C order, for writing; the same conditions as
     /// [`as_slice`](Self::as_slice).
     pub fn as_slice_mut(&mut self) -> PyResult<&mut [T]> {
-        let (data, len) = self.contiguous("as_slice_mut")?;
-        self.hold("as_slice_mut", true)?;
+        let (data, len) = self.contiguous("as_slice_mut", true)?;
         // SAFETY: as in `as_slice`; the array is writable (checked at extraction), `&mut
         // self` is the only access to it through this argument, and `hold` refused any
         // other slice of its bytes, in this call or another.
@@ -388,8 +390,9 @@ mod nd {
                 .fold(0, isize::wrapping_add);
             let low = (d.data as *mut u8).wrapping_offset(low_offset);
             let dims: Vec<(usize, isize)> = shape.iter().copied().zip(byte_strides.iter().copied()).collect();
-            valid_values::<T>(d.data as *const u8, &dims, method)?;
+            // Held before the values are read: another call may be writing them.
             self.hold(method, exclusive)?;
+            valid_values::<T>(d.data as *const u8, &dims, method)?;
             let flipped = (0..shape.len()).filter(|&i| elements[i] < 0).collect();
             let strides = Some(elements.iter().map(|s| s.unsigned_abs()).collect());
             Ok(Layout { low, shape, strides, flipped })

@@ -162,7 +162,7 @@ pub(crate) fn copy_device(
 /// Memory a DLPack export made for its consumer, freed with the capsule's tensor.
 #[derive(Debug)]
 pub(crate) enum Copied {
-    Host(Box<[u8]>),
+    Host(HostCopy),
     #[cfg(feature = "driver")]
     Device(cai_core::cuda::DeviceCopy),
 }
@@ -170,9 +170,61 @@ pub(crate) enum Copied {
 impl Copied {
     pub(crate) fn address(&self) -> usize {
         match self {
-            Copied::Host(b) => b.as_ptr() as usize,
+            Copied::Host(b) => b.ptr.as_ptr() as usize,
             #[cfg(feature = "driver")]
             Copied::Device(d) => d.address(),
+        }
+    }
+}
+
+/// Zeroed host memory for a copy, aligned to 256 bytes as DLPack recommends (and so for
+/// any element type). The zeroes cost nothing up front for large sizes: the allocator
+/// hands out fresh pages, which the copy then writes once.
+#[derive(Debug)]
+pub(crate) struct HostCopy {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the copy owns its bytes, which nothing else references.
+unsafe impl Send for HostCopy {}
+// SAFETY: shared access only reads the address.
+unsafe impl Sync for HostCopy {}
+
+impl HostCopy {
+    const ALIGN: usize = 256;
+
+    /// `len` zeroed bytes (none, at an aligned dangling address, for 0), or the
+    /// `MemoryError` of a size no allocation gives.
+    pub(crate) fn zeroed(len: usize, what: &str) -> PyResult<HostCopy> {
+        let no_memory =
+            || pyo3::exceptions::PyMemoryError::new_err(format!("copy: cannot allocate {len} bytes for {what}"));
+        if len == 0 {
+            return Ok(HostCopy { ptr: std::ptr::NonNull::<[u8; Self::ALIGN]>::dangling().cast(), len });
+        }
+        let layout = std::alloc::Layout::from_size_align(len, Self::ALIGN).map_err(|_| no_memory())?;
+        // SAFETY: the layout's size is not zero.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        std::ptr::NonNull::new(ptr).map(|ptr| HostCopy { ptr, len }).ok_or_else(no_memory)
+    }
+
+    /// The bytes, to be written.
+    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: `len` initialized (zeroed) bytes that this copy owns, borrowed mutably.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for HostCopy {
+    fn drop(&mut self) {
+        if self.len != 0 {
+            // SAFETY: allocated in `zeroed` with this very layout (which was valid then).
+            unsafe {
+                std::alloc::dealloc(
+                    self.ptr.as_ptr(),
+                    std::alloc::Layout::from_size_align_unchecked(self.len, Self::ALIGN),
+                )
+            };
         }
     }
 }
@@ -381,14 +433,7 @@ mod imp {
         let backend = DriverBackend::primary(device).map_err(|e| fail(&e))?;
         // The host memory first: a size no allocation can give is a `MemoryError`.
         let host = if to_host {
-            let mut host = Vec::new();
-            host.try_reserve_exact(len).map_err(|_| {
-                pyo3::exceptions::PyMemoryError::new_err(format!(
-                    "copy: cannot allocate {len} bytes for a host copy of the array at 0x{src:x}"
-                ))
-            })?;
-            host.resize(len, 0u8);
-            Some(host.into_boxed_slice())
+            Some(HostCopy::zeroed(len, &format!("a host copy of the array at 0x{src:x}"))?)
         } else {
             None
         };
@@ -398,7 +443,7 @@ mod imp {
             }
             match host {
                 Some(mut host) => {
-                    cuda::copy_to_host(src, &mut host, device)?;
+                    cuda::copy_to_host(src, host.bytes_mut(), device)?;
                     Ok(Copied::Host(host))
                 }
                 None => cuda::DeviceCopy::of(src, len, device).map(Copied::Device),

@@ -1431,11 +1431,19 @@ def test_a_producer_deleter_runs_with_the_unwinding_exception_set_aside():
         new_capsule.restype = ctypes.py_object
         new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
         deleted = []
+        def deleter(_):
+            # ctypes raises, after the call, an exception that is set: here, one the
+            # deleter was called with.
+            try:
+                ctypes.pythonapi.PyErr_Occurred()
+                deleted.append(None)
+            except BaseException as e:
+                deleted.append(type(e).__name__)
         class Producer:
             def __init__(self, memory):
                 self.memory = memory
                 self.shape = (ctypes.c_int64 * 1)(memory.size)
-                self.deleter = DELETER(lambda _: deleted.append(sys.exc_info()[0]))
+                self.deleter = DELETER(deleter)
                 self.managed = Managed(1, 0, None, self.deleter, 0, DLTensor(
                     memory.ctypes.data, DLDevice(1, 0), 1, DLDataType(2, 32, 1), self.shape, None, 0))
             def __dlpack_device__(self):
