@@ -202,13 +202,10 @@ impl Descr {
         Ok(out)
     }
 
-    /// Checks the descr on its own, nested records included: it has at least one entry,
-    /// names and titles are unique within a record, and sizes do not overflow.
-    /// Returns the item size.
+    /// Checks the descr on its own, nested records included: names and titles are unique
+    /// within a record, and sizes do not overflow. Returns the item size. A record may have
+    /// no fields (`numpy.dtype([])`, whose interface is `'|V0'` with descr `[]`).
     pub fn check(&self) -> Result<usize> {
-        if self.fields.is_empty() {
-            return Err(self.invalid("it has no fields"));
-        }
         let labels = || self.fields.iter().flat_map(|f| f.title.iter().chain([&f.name])).filter(|l| !l.is_empty());
         // Records have a handful of fields: comparing pairs beats allocating a set.
         let duplicate = if self.fields.len() <= 16 {
@@ -365,8 +362,10 @@ mod tests {
     }
 
     #[test]
-    fn empty_and_duplicate_names_are_refused() {
-        assert!(Descr::new(vec![]).check().unwrap_err().to_string().contains("no fields"));
+    fn duplicate_names_are_refused_and_empty_records_read() {
+        // NumPy's `dtype([])`: no fields, no bytes.
+        assert_eq!(Descr::new(vec![]).check().unwrap(), 0);
+        assert!(Descr::new(vec![]).check_typestr(&t("|V0")).is_ok());
         let dup = Descr::new(vec![Field::new("a", t("<f4")), Field::new("a", t("<i4"))]);
         assert!(dup.check().unwrap_err().to_string().contains("the name 'a' is used twice"));
         let title_clash = Descr::new(vec![Field::new("a", t("<f4")).with_title("b"), Field::new("b", t("<i4"))]);

@@ -87,6 +87,22 @@ def test_record_descr_round_trips():
     assert np.dtype(v.descr).itemsize == 8
 
 
+@pytest.mark.parametrize("dtype", [np.dtype([]), np.dtype([("x", "<f4"), ("none", [])])], ids=["[]", "with-empty-field"])
+def test_records_with_no_fields_read_as_numpy_writes_them(dtype):
+    # NumPy's interface of a record with no fields is '|V0' with descr [].
+    for a in [np.zeros((4, 6), dtype), np.zeros((4, 6), dtype)[::-1, ::2]]:
+        v = cai.as_array(a)
+        ai = a.__array_interface__
+        assert (v.typestr, v.shape, v.strides) == (ai["typestr"], a.shape, a.strides)
+        assert v.__array_interface__["descr"] == ai["descr"] and cai.validate(a) == []
+        back = np.asarray(v)
+        assert back.dtype == a.dtype and back.shape == a.shape and back.strides == a.strides
+        # The flags NumPy computes from the same interface (for items of no bytes, an
+        # array NumPy made keeps the flags of its making).
+        ref = np.asarray(type("Interface", (), {"__array_interface__": ai})())
+        assert (v.is_c_contiguous, v.is_f_contiguous) == (ref.flags.c_contiguous, ref.flags.f_contiguous)
+
+
 def test_field_shapes_take_int_likes_as_numpy_does():
     # NumPy reads a field's shape through __index__ (its own integers included); so do the
     # array's shape and the fields read here. Bools and negatives are not dimensions.
