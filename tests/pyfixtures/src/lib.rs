@@ -770,12 +770,23 @@ fn host_alive(x: PyHostArrayRo<'_, Particle, Ix1>) -> PyResult<Vec<bool>> {
 /// any strides, negative ones included.
 #[pyfunction]
 fn host_nd_elements(x: PyHostArrayRo<'_, i64>) -> PyResult<Vec<i64>> {
+    listable(x.len())?;
     Ok(x.as_array()?.iter().copied().collect())
+}
+
+/// A `MemoryError` for more elements than a test lists (a broadcast array of 2**59
+/// elements in eight bytes is a valid argument; its list is not).
+fn listable(len: usize) -> PyResult<()> {
+    match len {
+        0..=0x100_0000 => Ok(()),
+        _ => Err(pyo3::exceptions::PyMemoryError::new_err(format!("{len} elements are too many to list"))),
+    }
 }
 
 /// The rows of a 2-d host array of i32 through `ndarray`'s view.
 #[pyfunction]
 fn host_nd_rows(x: PyHostArrayRo<'_, i32, Ix2>) -> PyResult<Vec<Vec<i32>>> {
+    listable(x.len())?;
     Ok(x.as_array()?.rows().into_iter().map(|r| r.to_vec()).collect())
 }
 
