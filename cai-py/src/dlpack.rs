@@ -561,56 +561,27 @@ fn compact_copy(descriptor: &Descriptor) -> PyResult<HostCopy> {
     let nbytes = descriptor.nbytes().map_err(crate::error::to_py_err)?;
     let strides = descriptor.strides().map_err(crate::error::to_py_err)?;
     let mut copy = HostCopy::zeroed(nbytes, "a copy of the array")?;
-    let out = copy.bytes_mut();
-    let mut written = 0;
-    // Copies `len` bytes from `from` to the end of what was written.
-    let mut put = |from: *const u8, len: usize| {
-        // SAFETY: `from` is an element (or a row of consecutive elements) of the array, in
-        // memory its producer keeps alive while the exporting object, which the caller
-        // holds, is; validation checked it lies in the address space; `nbytes` is the size
-        // of all the elements, so the writes stay in `out`.
-        unsafe { std::ptr::copy_nonoverlapping(from, out.as_mut_ptr().add(written), len) };
-        written += len;
-    };
-    let base = descriptor.data as *const u8;
-    let Some((&inner_n, outer)) = descriptor.shape.split_last() else {
-        // A 0-d array: its one element.
-        put(base, itemsize);
-        return Ok(copy);
-    };
-    let inner_stride = strides[outer.len()];
-    let rows_are_whole = inner_stride == isize::try_from(itemsize).unwrap_or(isize::MAX);
-    // The index of the current row in the outer dimensions, as an odometer, and the byte
-    // offset each outer index adds. Every offset lies in the array's validated extent,
-    // which fits isize, and so does every partial sum of them.
-    let mut index = vec![0usize; outer.len()];
-    let mut offsets = vec![0isize; outer.len()];
-    loop {
-        let row = base.wrapping_offset(offsets.iter().sum());
-        if rows_are_whole {
-            put(row, inner_n * itemsize);
-        } else {
-            let mut element = row;
-            for _ in 0..inner_n {
-                put(element, itemsize);
-                element = element.wrapping_offset(inner_stride);
-            }
-        }
-        let mut d = outer.len();
-        loop {
-            if d == 0 {
-                return Ok(copy);
-            }
-            d -= 1;
-            index[d] += 1;
-            if index[d] < outer[d] {
-                offsets[d] += strides[d];
-                break;
-            }
-            index[d] = 0;
-            offsets[d] = 0;
+    let out = copy.bytes_mut().as_mut_ptr();
+    let mut dims: Vec<(usize, isize)> = descriptor.shape.iter().copied().zip(strides.iter().copied()).collect();
+    // Rows of consecutive elements are copied whole.
+    let mut run = itemsize;
+    if let Some(&(n, stride)) = dims.last() {
+        if stride == isize::try_from(itemsize).unwrap_or(isize::MAX) {
+            dims.pop();
+            run = n * itemsize;
         }
     }
+    let mut written = 0;
+    crate::host::visit(descriptor.data as *const u8, &dims, &mut |from| {
+        // SAFETY: `from` is an element (or a row of consecutive elements) of the array, in
+        // memory its producer keeps alive while the exporting object, which the caller
+        // holds, is; validation checked it lies in the address space. The runs add up to
+        // `nbytes`, the size of all the elements, so the writes stay in the copy.
+        unsafe { std::ptr::copy_nonoverlapping(from, out.add(written), run) };
+        written += run;
+        true
+    });
+    Ok(copy)
 }
 
 /// Boxes an export of `managed` (whose tensor's shape and strides are set here, from
@@ -728,9 +699,7 @@ pub(crate) fn export<'py>(
     // or fails; the pointer check, when on, found it in one allocation).
     let mut compact = None;
     let (copied, data) = if to_host || copy == Some(true) {
-        let bytes = descriptor.byte_range_of(extent).map_err(crate::error::to_py_err)?;
-        let len = bytes.end - bytes.start;
-        if len == 0 {
+        if extent.is_empty() {
             // Nothing to copy (an empty array's pointer may be null): no byte is read, and
             // the copy points at nothing, as DLPack's empty tensors do.
             (Some(Copied::Host(HostCopy::zeroed(0, "an empty copy")?)), 0)
@@ -743,6 +712,8 @@ pub(crate) fn export<'py>(
                     (Some(copied), data)
                 }
                 Memory::Device => {
+                    let bytes = descriptor.byte_range_of(extent).map_err(crate::error::to_py_err)?;
+                    let len = bytes.end - bytes.start;
                     let copied = copy_device(py, descriptor.stream, bytes.start, len, own.device_id, to_host)?;
                     let data = copied.address() + (descriptor.data - bytes.start);
                     (Some(copied), data)

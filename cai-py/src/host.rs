@@ -303,8 +303,9 @@ pub(crate) fn valid_values<T: Element>(first: *const u8, dims: &[(usize, isize)]
     }
 }
 
-/// Calls `f` with each element's address until it returns false.
-fn visit(first: *const u8, dims: &[(usize, isize)], f: &mut dyn FnMut(*const u8) -> bool) -> bool {
+/// Calls `f` with the address of each index of `dims` (each element's, when `dims` are the
+/// array's), in C order, until it returns false.
+pub(crate) fn visit(first: *const u8, dims: &[(usize, isize)], f: &mut dyn FnMut(*const u8) -> bool) -> bool {
     match dims.split_first() {
         None => f(first),
         Some((&(count, stride), rest)) => {
