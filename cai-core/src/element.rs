@@ -39,22 +39,33 @@ pub unsafe trait Element: Copy + Send + Sync + 'static {
     }
 }
 
-/// Whether some bytes of a `T` cannot take every value: a `bool`, alone or in a record
-/// (Rust's `bool` must be 0 or 1). A consumer may write any byte, so host memory of such
-/// elements is exported read-only: Rust code reading its own `Vec<bool>` after NumPy
-/// wrote a 2 into it would read an invalid `bool`.
-pub(crate) fn has_invalid_bytes<T: Element>() -> bool {
-    fn holds_bools(descr: &Descr) -> bool {
-        descr.fields.iter().any(|f| match &f.ty {
-            FieldType::Scalar(t) => t.kind() == Kind::Bool,
-            FieldType::Record(inner) => holds_bools(inner),
-        })
+/// The byte offsets, within one element of `T`, of the bytes that hold `bool`s, alone or
+/// in a record: the bytes whose only valid values are 0 and 1 (every other byte of an
+/// [`Element`] may hold any value). cai-py checks them before it hands Rust a slice.
+pub fn bool_bytes<T: Element>() -> Vec<usize> {
+    fn walk(descr: &Descr, base: usize, out: &mut Vec<usize>) {
+        let Ok(layout) = descr.layout() else { return };
+        for f in layout {
+            match &f.field.ty {
+                FieldType::Scalar(t) if t.kind() == Kind::Bool => out.extend(base + f.offset..base + f.offset + f.size),
+                FieldType::Scalar(_) => {}
+                FieldType::Record(inner) => {
+                    let count: usize = f.field.shape.iter().product();
+                    let size = inner.itemsize().unwrap_or(0);
+                    for i in 0..count {
+                        walk(inner, base + f.offset + i * size, out);
+                    }
+                }
+            }
+        }
     }
-    match T::TYPESTR.kind() {
-        Kind::Bool => true,
-        Kind::Void => holds_bools(&T::descr()),
-        _ => false,
+    let mut out = Vec::new();
+    if T::TYPESTR.kind() == Kind::Bool {
+        out.push(0);
+    } else if T::TYPESTR.kind() == Kind::Void {
+        walk(&T::descr(), 0, &mut out);
     }
+    out
 }
 
 macro_rules! native_element {
@@ -108,6 +119,12 @@ mod tests {
         if cfg!(target_endian = "little") {
             assert_eq!(t.to_string(), expected_little_endian);
         }
+    }
+
+    #[test]
+    fn bool_bytes_are_those_of_bools() {
+        assert_eq!(bool_bytes::<bool>(), [0]);
+        assert!(bool_bytes::<u8>().is_empty() && bool_bytes::<f64>().is_empty());
     }
 
     #[test]

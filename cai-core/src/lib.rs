@@ -106,7 +106,7 @@ pub use buffer::{AsShape, AsStream, AsStrides, DeviceBuffer, HostBuffer, RawDevi
 pub use descr::{Descr, Field, FieldLayout, FieldType};
 pub use descriptor::{Descriptor, Extent, CURRENT_VERSION};
 pub use dims::{DimVec, INLINE_DIMS, MAX_DIMS};
-pub use element::Element;
+pub use element::{bool_bytes, Element};
 pub use error::{quoted, shortened, DriverError, Error, ErrorKind, PyTuple, Result};
 pub use interface::{ArrayInterface, CudaArrayInterface, NamedArrays, NamedCudaArrays};
 

@@ -61,7 +61,9 @@ pub fn device_array<B: DeviceBuffer + ?Sized>(buffer: &B, field: &'static str, l
 /// Starts the export of a host buffer: read-only when it says so, and when its elements
 /// hold `bool`s (a consumer could write bytes that Rust's `bool` cannot hold).
 pub fn host_array<B: HostBuffer + ?Sized>(buffer: &B, field: &'static str, layout: Layout) -> Result<Export> {
-    let readonly = buffer.readonly() || crate::element::has_invalid_bytes::<B::Elem>();
+    // A consumer may write any byte, and Rust code reading its own `Vec<bool>` after NumPy
+    // wrote a 2 into it would read an invalid `bool`.
+    let readonly = buffer.readonly() || !crate::element::bool_bytes::<B::Elem>().is_empty();
     start::<B::Elem>(buffer.as_ptr() as usize, buffer.len(), readonly, field, layout)
 }
 

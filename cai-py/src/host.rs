@@ -4,7 +4,7 @@ use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
 
-use cai_core::{Descr, Descriptor, Element, Extent, FieldType, Kind};
+use cai_core::{Descriptor, Element, Extent};
 use pyo3::prelude::*;
 use pyo3::Borrowed;
 
@@ -246,39 +246,11 @@ impl<T: Element, D: Dimension> PyHostArray<'_, T, D, ReadWrite> {
     }
 }
 
-/// The byte offsets, within one element of `T`, of the bytes that hold `bool`s (whose
-/// only valid values are 0 and 1).
-fn bool_bytes<T: Element>() -> Vec<usize> {
-    fn walk(descr: &Descr, base: usize, out: &mut Vec<usize>) {
-        let Ok(layout) = descr.layout() else { return };
-        for f in layout {
-            match &f.field.ty {
-                FieldType::Scalar(t) if t.kind() == Kind::Bool => out.extend(base + f.offset..base + f.offset + f.size),
-                FieldType::Scalar(_) => {}
-                FieldType::Record(inner) => {
-                    let count: usize = f.field.shape.iter().product();
-                    let size = inner.itemsize().unwrap_or(0);
-                    for i in 0..count {
-                        walk(inner, base + f.offset + i * size, out);
-                    }
-                }
-            }
-        }
-    }
-    let mut out = Vec::new();
-    if T::TYPESTR.kind() == Kind::Bool {
-        out.push(0);
-    } else if T::TYPESTR.kind() == Kind::Void {
-        walk(&T::descr(), 0, &mut out);
-    }
-    out
-}
-
 /// Refuses elements that are not valid values of `T` (a `bool` byte other than 0 or 1):
 /// Rust may not even read them as `T`. `dims` are `(count, byte stride)` pairs from the
 /// element at `first`, whose bytes were validated to lie in the array's memory.
 pub(crate) fn valid_values<T: Element>(first: *const u8, dims: &[(usize, isize)], method: &str) -> PyResult<()> {
-    let bools = bool_bytes::<T>();
+    let bools = cai_core::bool_bytes::<T>();
     if bools.is_empty() {
         return Ok(());
     }
