@@ -381,9 +381,10 @@ impl<'py> Argument<'py> {
         let contents = slot.as_mut_ptr();
         // SAFETY: `contents` is valid for writes of a `Contents`, and each field is written
         // once, in place (a field added to `Contents` fails the build at the pattern in
-        // `drop`, which names every field, until it is handled there and written here). (Built whole and then written, as `MaybeUninit::write` does, the
-        // contents were copied twice: LLVM cannot tell that a reused box does not overlap
-        // the parsed array.)
+        // `drop`, which names every field, until it is handled there and written here).
+        // (Built whole and then written, as `MaybeUninit::write` does, the contents were
+        // copied twice: LLVM cannot tell that a reused box does not overlap the parsed
+        // array.)
         unsafe {
             std::ptr::addr_of_mut!((*contents).object).write(object.unbind());
             std::ptr::addr_of_mut!((*contents).descriptor).write(parsed.descriptor);
@@ -681,19 +682,12 @@ mod registry {
     use std::cell::RefCell;
 
     use super::*;
+    use crate::holds::Holds;
 
-    struct Held {
-        id: u64,
-        frame: usize,
-        start: usize,
-        end: usize,
-        writable: bool,
-    }
-
-    /// What a thread's live extractions hold, and the box of the last one dropped.
+    /// What a thread's live extractions hold (scoped by the frame of their call), and the
+    /// box of the last one dropped.
     struct Registry {
-        next: u64,
-        held: Vec<Held>,
+        holds: Holds<usize>,
         spare: Option<Spare>,
     }
 
@@ -701,7 +695,7 @@ mod registry {
     pub(super) type Spare = Box<MaybeUninit<Contents>>;
 
     thread_local! {
-        static REGISTRY: RefCell<Registry> = const { RefCell::new(Registry { next: 0, held: Vec::new(), spare: None }) };
+        static REGISTRY: RefCell<Registry> = const { RefCell::new(Registry { holds: Holds::new(), spare: None }) };
     }
 
     /// The Python frame the current call was made from (0 outside any frame).
@@ -730,25 +724,23 @@ mod registry {
         };
         let empty = bytes.is_none();
         let taken = REGISTRY.try_with(|registry| {
-            let Registry { next, held, spare } = &mut *registry.borrow_mut();
+            let Registry { holds, spare } = &mut *registry.borrow_mut();
             let Some((bytes, frame)) = bytes else { return Ok((None, spare.take())) };
             let (start, end) = (bytes.start, bytes.end);
-            let clash =
-                held.iter().find(|h| h.frame == frame && h.start < end && start < h.end && (writable || h.writable));
-            if let Some(other) = clash {
-                let kinds = match (writable, other.writable) {
-                    (true, true) => "two read-write arguments",
-                    _ => "a read-write and a read-only argument",
-                };
-                return Err(Problem::buffer_error(format!(
-                    "data: bytes 0x{start:x}..0x{end:x} overlap bytes 0x{:x}..0x{:x} of another argument of this \
-                     call; {kinds} may not share memory",
-                    other.start, other.end
-                )));
+            match holds.take(frame, bytes, writable, None) {
+                Ok(id) => Ok((Some(id), spare.take())),
+                Err((other, other_writable)) => {
+                    let kinds = match (writable, other_writable) {
+                        (true, true) => "two read-write arguments",
+                        _ => "a read-write and a read-only argument",
+                    };
+                    Err(Problem::buffer_error(format!(
+                        "data: bytes 0x{start:x}..0x{end:x} overlap bytes 0x{:x}..0x{:x} of another argument of this \
+                         call; {kinds} may not share memory",
+                        other.start, other.end
+                    )))
+                }
             }
-            *next += 1;
-            held.push(Held { id: *next, frame, start, end, writable });
-            Ok((Some(*next), spare.take()))
         });
         match taken {
             Ok(result) => result.map_err(PyErr::from),
@@ -765,10 +757,9 @@ mod registry {
     pub(super) fn release(id: Option<u64>, spare: Spare) {
         // During thread teardown the registry may be gone already: nothing to release.
         let _ = REGISTRY.try_with(|registry| {
-            let Registry { held, spare: kept, .. } = &mut *registry.borrow_mut();
-            // Arguments mostly go in the reverse order of their extraction: the last first.
-            if let Some(i) = id.and_then(|id| held.iter().rposition(|h| h.id == id)) {
-                held.remove(i);
+            let Registry { holds, spare: kept } = &mut *registry.borrow_mut();
+            if let Some(id) = id {
+                holds.give_back(id);
             }
             kept.get_or_insert(spare);
         });

@@ -70,51 +70,30 @@ impl<T: Element, D: Dimension, A: Access> Drop for PyHostArray<'_, T, D, A> {
     }
 }
 
-/// The host memory that Rust code holds as slices or views, across calls and threads.
+/// The host memory that Rust code holds as slices or views, across calls and threads (one
+/// scope: any two conflict).
 mod slices {
     use std::ops::Range;
-    use std::sync::Mutex;
+    use std::sync::{Mutex, MutexGuard, PoisonError};
 
-    struct Held {
-        id: u64,
-        bytes: Range<usize>,
-        exclusive: bool,
-    }
+    use crate::holds::Holds;
 
-    /// The last id given, and the slices held.
-    static HELD: Mutex<(u64, Vec<Held>)> = Mutex::new((0, Vec::new()));
+    static HELD: Mutex<Holds<()>> = Mutex::new(Holds::new());
 
-    fn held() -> std::sync::MutexGuard<'static, (u64, Vec<Held>)> {
+    fn held() -> MutexGuard<'static, Holds<()>> {
         // Nothing panics while it is locked: a poisoned lock holds a consistent list.
-        HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        HELD.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Takes `bytes` for a slice (`exclusive`: for writing), in place of `previous`, the
     /// same argument's own entry; the bytes of the slice it conflicts with otherwise.
     pub(super) fn take(bytes: Range<usize>, exclusive: bool, previous: Option<u64>) -> Result<u64, Range<usize>> {
-        let mut guard = held();
-        let (next, list) = &mut *guard;
-        let clash = list.iter().find(|h| {
-            Some(h.id) != previous
-                && h.bytes.start < bytes.end
-                && bytes.start < h.bytes.end
-                && (exclusive || h.exclusive)
-        });
-        if let Some(other) = clash {
-            return Err(other.bytes.clone());
-        }
-        list.retain(|h| Some(h.id) != previous);
-        *next += 1;
-        list.push(Held { id: *next, bytes, exclusive });
-        Ok(*next)
+        held().take((), bytes, exclusive, previous).map_err(|(other, _)| other)
     }
 
     /// Gives entry `id` back.
     pub(super) fn give_back(id: u64) {
-        let mut guard = held();
-        if let Some(i) = guard.1.iter().rposition(|h| h.id == id) {
-            guard.1.swap_remove(i);
-        }
+        held().give_back(id);
     }
 }
 

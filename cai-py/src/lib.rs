@@ -72,6 +72,7 @@ mod entry;
 mod error;
 mod export;
 mod extract;
+mod holds;
 mod host;
 mod once;
 mod parse;
