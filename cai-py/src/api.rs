@@ -7,7 +7,7 @@ use pyo3::types::{PyBool, PyDict, PyString};
 
 use crate::config::{self, Config};
 use crate::error::{received, Problem};
-use crate::parse::{self, must_propagate, no_interface, Interface, Parsed};
+use crate::parse::{self, int_like, must_propagate, no_interface, IntLike, Interface, Parsed};
 use crate::sync::{consume, Caller, ImportOptions};
 use crate::view::Core;
 
@@ -59,15 +59,20 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
         return Err(not_a_stream());
     }
     if obj.is_instance_of::<pyo3::types::PyInt>() {
-        let raw = obj.extract::<i64>().map_err(|e| handle_of(obj, "", e))?;
-        return from_int(raw);
+        return match int_like::<i64>(obj)? {
+            IntLike::Value(raw) => from_int(raw),
+            IntLike::OutOfRange | IntLike::NotInt => Err(not_handle(obj, "", "")),
+        };
     }
     // A handle that `value` gave through `source`: an int that is not a bool.
     let read_handle = |h: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>, source: &str| -> PyResult<usize> {
         if h.is_instance_of::<PyBool>() {
             return Err(not_handle(value, source, " (a bool)"));
         }
-        h.extract::<usize>().map_err(|e| handle_of(value, source, e))
+        match int_like::<usize>(h)? {
+            IntLike::Value(handle) => Ok(handle),
+            IntLike::OutOfRange | IntLike::NotInt => Err(not_handle(value, source, "")),
+        }
     };
     let handle = if let Some(method) = obj.getattr_opt(pyo3::intern!(py, "__cuda_stream__"))? {
         if !method.is_callable() {
@@ -80,12 +85,7 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
             pair.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>().map_err(|e| handle_of(&pair, source, e))?;
         // The protocol's answer is (0, handle): version 0 is the only one defined. An
         // int-like version is read as a handle is (its `__index__`), a bool never.
-        let version_zero = !version.is_instance_of::<PyBool>()
-            && match version.extract::<i64>() {
-                Ok(v) => v == 0,
-                Err(e) if must_propagate(py, &e) => return Err(e),
-                Err(_) => false,
-            };
+        let version_zero = matches!(int_like::<i64>(&version)?, IntLike::Value(0));
         if !version_zero {
             return Err(not_handle(&pair, source, " (its version is not 0, the protocol's one version)"));
         }
@@ -102,14 +102,12 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
         read_handle(&h, &h, ".ptr")?
     } else {
         // An int-like object (NumPy's integers): its `__index__`.
-        let raw = match obj.extract::<i64>() {
-            Ok(raw) => raw,
-            Err(e) if must_propagate(py, &e) => return Err(e),
+        return match int_like::<i64>(obj)? {
+            IntLike::Value(raw) => from_int(raw),
             // An index, but one no stream handle has.
-            Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) => return Err(handle_of(obj, "", e)),
-            Err(_) => return Err(not_a_stream()),
+            IntLike::OutOfRange => Err(not_handle(obj, "", "")),
+            IntLike::NotInt => Err(not_a_stream()),
         };
-        return from_int(raw);
     };
     match handle {
         0 => Ok(Some(Stream::LegacyDefault)),
@@ -398,14 +396,10 @@ pub fn configure<'py>(
             let wrong_type = || -> PyResult<PyErr> {
                 Ok(Problem::type_error(format!("export_version: expected 2 or 3, received {}", received(v)?)).into())
             };
-            if v.is_instance_of::<PyBool>() {
-                return Err(wrong_type()?);
-            }
-            match v.extract::<i64>() {
-                Ok(2) => Some(2),
-                Ok(3) => Some(3),
-                Err(e) if must_propagate(py, &e) => return Err(e),
-                Err(e) if !e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) => return Err(wrong_type()?),
+            match int_like::<i64>(v)? {
+                IntLike::Value(2) => Some(2),
+                IntLike::Value(3) => Some(3),
+                IntLike::NotInt => return Err(wrong_type()?),
                 _ => return Err(Problem::value_error(format!("export_version: {} is not 2 or 3", received(v)?)).into()),
             }
         }
@@ -477,17 +471,18 @@ pub fn pointer_attributes<'py>(ptr: &Bound<'py, PyAny>) -> PyResult<Bound<'py, P
     let py = ptr.py();
     // An int-like value's `__index__` may call cai again.
     let nesting = parse::Nesting::enter("ptr")?;
-    let value = match ptr.extract::<usize>() {
-        Ok(value) if !ptr.is_instance_of::<PyBool>() => value,
-        Err(e) if must_propagate(py, &e) => return Err(e),
-        Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) => {
+    let value = match int_like::<usize>(ptr)? {
+        IntLike::Value(value) => value,
+        IntLike::OutOfRange => {
             return Err(Problem::value_error(format!(
                 "ptr: {} is not an address (a non-negative int that fits in a pointer)",
                 received(ptr)?
             ))
             .into());
         }
-        _ => return Err(Problem::type_error(format!("ptr: expected an int, received {}", received(ptr)?)).into()),
+        IntLike::NotInt => {
+            return Err(Problem::type_error(format!("ptr: expected an int, received {}", received(ptr)?)).into())
+        }
     };
     drop(nesting);
     pointer_attributes_impl(py, value)

@@ -29,7 +29,7 @@ use pyo3::types::{PyBool, PyDict, PyInt, PyString, PyTuple, PyType};
 use pyo3::{ffi, intern, Borrowed};
 
 use crate::error::{received, Problem};
-use crate::parse::Parsed;
+use crate::parse::{int_like, IntLike, Parsed};
 use crate::sync::{copy_device, export_device, order_export, Copied, HostCopy};
 
 const DLTENSOR: &CStr = c"dltensor";
@@ -193,17 +193,13 @@ fn int_pair(value: &Bound<'_, PyAny>, what: &str) -> PyResult<(i64, i64)> {
     }
     let mut out = [0i64; 2];
     for (slot, item) in out.iter_mut().zip(t.iter()) {
-        if item.is_instance_of::<PyBool>() {
-            return Err(bad()?);
-        }
-        *slot = match item.extract::<i64>() {
-            Ok(v) => v,
-            Err(e) if crate::parse::must_propagate(value.py(), &e) => return Err(e),
+        *slot = match int_like::<i64>(&item)? {
+            IntLike::Value(v) => v,
             // An index, but one past 64 bits.
-            Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(value.py()) => {
+            IntLike::OutOfRange => {
                 return Err(PyValueError::new_err(format!("{what}: {} is out of range", received(&item)?)));
             }
-            Err(_) => return Err(bad()?),
+            IntLike::NotInt => return Err(bad()?),
         };
     }
     Ok((out[0], out[1]))
@@ -229,10 +225,8 @@ fn export_stream(value: Option<&Bound<'_, PyAny>>, memory: Memory) -> PyResult<O
     if value.is_instance_of::<PyBool>() || !value.is_instance_of::<PyInt>() {
         return Err(PyTypeError::new_err(format!("stream: expected None or an int, received {}", received(value)?)));
     }
-    let raw: i64 = match value.extract() {
-        Ok(raw) => raw,
-        Err(e) if crate::parse::must_propagate(value.py(), &e) => return Err(e),
-        Err(_) => return Err(PyValueError::new_err(format!("stream: {} is not a stream", received(value)?))),
+    let IntLike::Value(raw) = int_like::<i64>(value)? else {
+        return Err(PyValueError::new_err(format!("stream: {} is not a stream", received(value)?)));
     };
     match raw {
         -1 => Ok(None),

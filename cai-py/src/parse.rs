@@ -136,6 +136,36 @@ pub(crate) fn must_propagate(py: Python<'_>, e: &PyErr) -> bool {
         || e.is_instance_of::<PyRecursionError>(py)
 }
 
+/// What an int-like value holds, read as a `T` by [`int_like`].
+pub(crate) enum IntLike<T> {
+    /// The value, within `T`'s range.
+    Value(T),
+    /// An int outside `T`'s range.
+    OutOfRange,
+    /// Not an int: a bool, or an object without `__index__` (or whose `__index__` raised
+    /// an ordinary exception).
+    NotInt,
+}
+
+/// Reads an int-like value (an int, or an object with `__index__`, such as NumPy's
+/// integers) as a `T`; a bool is not one (`True` given as a number is taken for a
+/// mistake). `__index__` runs the producer's code, and an exception there that
+/// [must propagate](must_propagate) does; `value` is held meanwhile.
+pub(crate) fn int_like<'py, T>(value: &Bound<'py, PyAny>) -> PyResult<IntLike<T>>
+where
+    T: for<'a> FromPyObject<'a, 'py, Error = PyErr>,
+{
+    if value.is_instance_of::<PyBool>() {
+        return Ok(IntLike::NotInt);
+    }
+    match value.extract::<T>() {
+        Ok(v) => Ok(IntLike::Value(v)),
+        Err(e) if must_propagate(value.py(), &e) => Err(e),
+        Err(e) if e.is_instance_of::<PyOverflowError>(value.py()) => Ok(IntLike::OutOfRange),
+        Err(_) => Ok(IntLike::NotInt),
+    }
+}
+
 /// How many reads may nest (a property, a mask or a `__dlpack__` that imports the object
 /// again) before the innermost raises `RecursionError`.
 pub(crate) const MAX_NESTING: u32 = 64;
@@ -895,7 +925,6 @@ fn wrong_type(key: &'static str, expected: &'static str, value: &Bound<'_, PyAny
 /// A Python integer (or an object with `__index__`, such as NumPy's integers), not a bool.
 /// Exact ints are read without running any Python code.
 fn integer(value: &Bound<'_, PyAny>, key: &'static str, expected: &'static str) -> Result<i128, Failure> {
-    let py = value.py();
     let too_big = || -> Result<i128, Failure> {
         Err(Problem::value_error(format!("{key}: {} does not fit in 64 bits", received(value)?)).into())
     };
@@ -908,19 +937,14 @@ fn integer(value: &Bound<'_, PyAny>, key: &'static str, expected: &'static str) 
             Err(_) => too_big(),
         };
     }
-    if value.is_instance_of::<PyBool>() {
-        return Err(wrong_type(key, expected, value));
-    }
     // `__index__` runs the producer's code; `value` is held, whatever it does.
-    match value.extract::<i64>() {
-        Ok(v) => Ok(i128::from(v)),
-        Err(e) if must_propagate(py, &e) => Err(Failure::raised(e)),
-        Err(e) if e.is_instance_of::<PyOverflowError>(py) => match value.extract::<u64>() {
-            Ok(v) => Ok(i128::from(v)),
-            Err(e) if must_propagate(py, &e) => Err(Failure::raised(e)),
-            Err(_) => too_big(),
+    match int_like::<i64>(value).map_err(Failure::raised)? {
+        IntLike::Value(v) => Ok(i128::from(v)),
+        IntLike::OutOfRange => match int_like::<u64>(value).map_err(Failure::raised)? {
+            IntLike::Value(v) => Ok(i128::from(v)),
+            _ => too_big(),
         },
-        Err(_) => Err(wrong_type(key, expected, value)),
+        IntLike::NotInt => Err(wrong_type(key, expected, value)),
     }
 }
 
@@ -1129,14 +1153,9 @@ fn descr_list(list: &Bound<'_, PyList>, depth: u32) -> PyResult<Result<Descr, St
             for d in st.iter() {
                 // Ints and int-likes (NumPy's integers), as for the array's own shape; not
                 // bools. `__index__` runs the producer's code: `d` and the tuple are held.
-                let n = if d.is_instance_of::<PyBool>() {
-                    None
-                } else {
-                    match d.extract::<i64>() {
-                        Ok(n) => usize::try_from(n).ok(),
-                        Err(e) if must_propagate(d.py(), &e) => return Err(e),
-                        Err(_) => None,
-                    }
+                let n = match int_like::<i64>(&d)? {
+                    IntLike::Value(n) => usize::try_from(n).ok(),
+                    IntLike::OutOfRange | IntLike::NotInt => None,
                 };
                 match n {
                     Some(n) => shape.push(n),
