@@ -1461,3 +1461,58 @@ def test_a_producer_deleter_runs_with_the_unwinding_exception_set_aside():
     )
     assert out.split("\n")[:3] == ["caught"] * 3, out
     assert out.strip().splitlines()[-1] == "[None, None, None]", "the deleter saw no exception"
+
+
+def test_every_reader_of_an_int_like_value_lets_an_interrupt_through():
+    # Each place that reads an int or an `__index__` goes through one reader; an interrupt
+    # raised by `__index__` must reach the caller from every one of them.
+    out = results(
+        """
+        class Interrupting:
+            def __index__(self): raise KeyboardInterrupt
+        class SecondTime:
+            '''An index past 63 bits first (read again as unsigned), then an interrupt.'''
+            calls = 0
+            def __index__(self):
+                SecondTime.calls += 1
+                if SecondTime.calls == 1:
+                    return 2**63
+                raise KeyboardInterrupt
+        class CudaStream:
+            def __init__(self, pair): self.pair = pair
+            def __cuda_stream__(self): return self.pair
+        class TorchLike:
+            cuda_stream = Interrupting()
+        class DeviceReporter:
+            def __dlpack_device__(self): return (Interrupting(), 0)
+            def __dlpack__(self, **kw): raise AssertionError("not reached")
+        good = {"shape": (3, 4), "typestr": "<f4", "data": (PTR, False), "version": 3}
+        import numpy as np
+        view = cai.as_array(np.zeros(4, np.float32))
+
+        def kind(call):
+            try:
+                call()
+            except BaseException as e:
+                return type(e).__name__
+            return "ok"
+
+        out = {
+            "version": kind(lambda: cai.as_cuda_array(P(lambda: dict(good, version=Interrupting())))),
+            "unsigned retry": kind(lambda: cai.as_cuda_array(P(lambda: dict(good, data=(SecondTime(), False))))),
+            "descr field shape": kind(lambda: cai.as_cuda_array(
+                P(lambda: dict(good, shape=(2,), typestr="|V16", descr=[("a", "<f4", (Interrupting(),))])))),
+            "stream int-like": kind(lambda: cai.as_cuda_array(P(lambda: good), stream=Interrupting())),
+            "__cuda_stream__ version": kind(lambda: cai.as_cuda_array(P(lambda: good), stream=CudaStream((Interrupting(), 5)))),
+            "__cuda_stream__ handle": kind(lambda: cai.as_cuda_array(P(lambda: good), stream=CudaStream((0, Interrupting())))),
+            ".cuda_stream": kind(lambda: cai.as_cuda_array(P(lambda: good), stream=TorchLike())),
+            "export_version": kind(lambda: cai.configure(export_version=Interrupting())),
+            "pointer_attributes": kind(lambda: cai.pointer_attributes(Interrupting())),
+            "max_version": kind(lambda: view.__dlpack__(max_version=(Interrupting(), 0))),
+            "dl_device": kind(lambda: view.__dlpack__(dl_device=(1, Interrupting()))),
+            "__dlpack_device__": kind(lambda: cai.from_dlpack(DeviceReporter())),
+        }
+        print(out)
+        """
+    )
+    assert out == {k: "KeyboardInterrupt" for k in out}, out
