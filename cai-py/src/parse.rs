@@ -140,10 +140,10 @@ pub(crate) fn must_propagate(py: Python<'_>, e: &PyErr) -> bool {
 pub(crate) enum IntLike<T> {
     /// The value, within `T`'s range.
     Value(T),
-    /// An int outside `T`'s range.
+    /// An int outside `T`'s range (or an `__index__` that raised `OverflowError`).
     OutOfRange,
     /// Not an int: a bool, or an object without `__index__` (or whose `__index__` raised
-    /// an ordinary exception).
+    /// another ordinary exception).
     NotInt,
 }
 
