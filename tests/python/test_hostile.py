@@ -51,6 +51,14 @@ PRELUDE = textwrap.dedent(
         gc.collect()
         return "ok" if not isinstance(r, list) else f"findings:{len(r)}"
 
+    def kind(call):
+        '''The class name of what the call raises, `BaseException`s included ("ok" if none).'''
+        try:
+            call()
+        except BaseException as e:
+            return type(e).__name__
+        return "ok"
+
     def first(call):
         '''`Class: message` of the exception the call raises (None if it raises none).'''
         try:
@@ -924,13 +932,6 @@ def test_an_interrupt_in_a_stream_object_or_an_option_propagates_unchanged():
         D = fx.DeviceMatrix(PTR, 12, [3, 4])
         good = {"shape": (3, 4), "typestr": "<f4", "data": (PTR, False), "version": 3}
 
-        def kind(call):
-            try:
-                call()
-            except BaseException as e:
-                return type(e).__name__
-            return "ok"
-
         out = {}
         for name, bad in [("index", Interrupting()), ("exit", Exiting())]:
             out["as_cuda_array " + name] = kind(lambda: cai.as_cuda_array(P(lambda: good), stream=bad))
@@ -1489,13 +1490,6 @@ def test_every_reader_of_an_int_like_value_lets_an_interrupt_through():
         good = {"shape": (3, 4), "typestr": "<f4", "data": (PTR, False), "version": 3}
         import numpy as np
         view = cai.as_array(np.zeros(4, np.float32))
-
-        def kind(call):
-            try:
-                call()
-            except BaseException as e:
-                return type(e).__name__
-            return "ok"
 
         out = {
             "version": kind(lambda: cai.as_cuda_array(P(lambda: dict(good, version=Interrupting())))),
