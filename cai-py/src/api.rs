@@ -197,11 +197,12 @@ fn given_options(py: Python<'_>, given: Options<'_, '_>) -> PyResult<ImportOptio
 fn cuda_view<'py>(
     py: Python<'py>,
     owner: Py<PyAny>,
+    interface: Bound<'py, PyAny>,
     parsed: Parsed,
     options: &ImportOptions,
 ) -> PyResult<Bound<'py, PyAny>> {
     consume(py, &parsed, options)?;
-    Core::from_parsed(owner, parsed).into_view(py, Interface::Cuda)
+    Core::from_parsed(owner, Some(interface.unbind()), parsed).into_view(py, Interface::Cuda)
 }
 
 /// Reads `obj.__cuda_array_interface__` once, validates it by the version it declares,
@@ -231,8 +232,9 @@ pub fn as_cuda_array<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let given = Options { sync, stream, policy, check_pointers, allow_other_device };
     let options = import_options(obj.py(), given)?;
-    let parsed = parse::read_object(obj, Interface::Cuda)?;
-    cuda_view(obj.py(), obj.clone().unbind(), parsed, &options)
+    let value = parse::read_attribute(obj, Interface::Cuda)?;
+    let parsed = parse::parse(&value, Interface::Cuda)?;
+    cuda_view(obj.py(), obj.clone().unbind(), value, parsed, &options)
 }
 
 /// The same as `as_cuda_array`, from an interface dict; the view keeps `owner` alive.
@@ -255,7 +257,7 @@ pub fn from_cuda_array_interface<'py>(
     let options = import_options(py, Options { sync, stream, policy, check_pointers, allow_other_device })?;
     let parsed = parse::parse(desc, Interface::Cuda)?;
     let owner = owner.map_or_else(|| py.None(), Bound::unbind);
-    cuda_view(py, owner, parsed, &options)
+    cuda_view(py, owner, desc.clone(), parsed, &options)
 }
 
 /// Reads `obj` through DLPack (`obj.__dlpack__()`) and returns a `cai.CudaArray` for CUDA
@@ -294,10 +296,10 @@ pub fn from_dlpack<'py>(
                 caller: Caller::Function,
             };
             consume(py, &imported.parsed, &options)?;
-            Core::from_parsed(imported.owner, imported.parsed).into_view(py, Interface::Cuda)
+            Core::from_parsed(imported.owner, None, imported.parsed).into_view(py, Interface::Cuda)
         }
         crate::dlpack::Memory::Host => {
-            Core::from_parsed(imported.owner, imported.parsed).into_view(py, Interface::Host)
+            Core::from_parsed(imported.owner, None, imported.parsed).into_view(py, Interface::Host)
         }
     }
 }
@@ -306,8 +308,9 @@ pub fn from_dlpack<'py>(
 /// view that keeps `obj` alive.
 #[pyfunction]
 pub fn as_array<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    let parsed = parse::read_object(obj, Interface::Host)?;
-    Core::from_parsed(obj.clone().unbind(), parsed).into_view(obj.py(), Interface::Host)
+    let value = parse::read_attribute(obj, Interface::Host)?;
+    let parsed = parse::parse(&value, Interface::Host)?;
+    Core::from_parsed(obj.clone().unbind(), Some(value.unbind()), parsed).into_view(obj.py(), Interface::Host)
 }
 
 /// Checks a producer against the version of the interface it declares and returns every

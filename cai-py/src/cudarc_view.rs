@@ -39,6 +39,8 @@ pub struct CudaForeign<T, A: Access = ReadOnly> {
     /// Whether `stream` is the view's own (the producer was on the per-thread stream).
     own_stream: bool,
     owner: Py<PyAny>,
+    /// What else the memory was read from (the producer's interface value), kept alive.
+    _also: Option<Py<PyAny>>,
     _elem: PhantomData<(*const T, A)>,
 }
 
@@ -69,13 +71,15 @@ fn located(stream: &CudaStream) -> Located<usize> {
 }
 
 impl<T: Element, A: Access> CudaForeign<T, A> {
-    /// A view of `len` elements at `ptr` on `device`, ordered on `stream`, kept alive by `owner`.
+    /// A view of `len` elements at `ptr` on `device`, ordered on `stream`, kept alive by `owner`
+    /// (and `also`).
     pub(crate) fn new(
         ptr: usize,
         len: usize,
         device: i32,
         stream: Stream,
         owner: Py<PyAny>,
+        also: Option<Py<PyAny>>,
     ) -> Result<CudaForeign<T, A>, DriverError> {
         cuda::driver_status()?;
         let ctx = cuda::cudarc_context(device)?;
@@ -95,7 +99,15 @@ impl<T: Element, A: Access> CudaForeign<T, A> {
                 (unsafe { ctx.wrap_borrowed_stream(handle) }, false)
             }
         };
-        Ok(CudaForeign { ptr: ptr as sys::CUdeviceptr, len, stream, own_stream, owner, _elem: PhantomData })
+        Ok(CudaForeign {
+            ptr: ptr as sys::CUdeviceptr,
+            len,
+            stream,
+            own_stream,
+            owner,
+            _also: also,
+            _elem: PhantomData,
+        })
     }
 
     /// The Python object whose memory this is.

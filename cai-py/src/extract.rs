@@ -189,8 +189,9 @@ fn describe(d: &Descriptor) -> String {
     format!("a {access} array of '{}' with shape {}", d.typestr, py_tuple(&d.shape))
 }
 
-/// What every extracted argument holds: the object (so that the memory stays valid for
-/// the call), the checked descriptor, and its entry in the overlap registry.
+/// What every extracted argument holds: the object and its [`Lifeline`] (so that the
+/// memory stays valid for the call), the checked descriptor, and its entry in the overlap
+/// registry.
 ///
 /// Boxed: pyo3 moves an extracted argument several times on its way into the function
 /// (out of the extraction's result, into the call), and a descriptor inline made each
@@ -210,15 +211,27 @@ pub(crate) struct Contents {
     c_strides: OnceCell<Vec<isize>>,
     pub(crate) extent: Extent,
     borrow: Option<u64>,
-    /// The tensor taken from a DLPack producer, kept alive for the call.
-    dlpack: Option<Py<PyAny>>,
+    /// What the array was read from, kept alive for the call.
+    lifeline: Option<Lifeline>,
+}
+
+/// What an argument was read from besides its object, which may be all that keeps the
+/// memory alive.
+pub(crate) enum Lifeline {
+    /// The value of the object's interface attribute. A producer may tie the memory to it
+    /// rather than to itself: a NumPy scalar's `__array_interface__` describes a 0-d array
+    /// made for the read, which only the dict's `'__ref'` entry keeps alive.
+    Interface(Py<PyAny>),
+    /// The tensor taken from a DLPack producer; its deleter may free the memory.
+    Tensor(Py<PyAny>),
 }
 
 /// Reads an argument in `memory` from `object`, checked against what `T`, `D` and `A` ask
 /// for: through the interface of that memory, or else DLPack (whose producer is asked
 /// for its tensor only when its device is of that memory; for device memory it is told
-/// the legacy default stream, since DLPack orders work up front). A tensor taken through
-/// DLPack is put in `dlpack`, to be kept alive with the argument.
+/// the legacy default stream, since DLPack orders work up front). What the array was read
+/// from (the interface value, or the tensor taken through DLPack) is put in `lifeline`, to
+/// be kept alive with the argument.
 ///
 /// (The tensor is not returned with the array: a pair would be one more copy of the
 /// array's few hundred bytes on every extraction.)
@@ -228,12 +241,12 @@ pub(crate) struct Contents {
 pub(crate) fn read<T: Element, D: Dimension, A: Access>(
     object: &Bound<'_, PyAny>,
     memory: Memory,
-    dlpack: &mut Option<Py<PyAny>>,
+    lifeline: &mut Option<Lifeline>,
 ) -> PyResult<Parsed> {
     // NumPy's arrays are read through DLPack: the same array, a third of the cost.
     if memory == Memory::Host && crate::dlpack::is_numpy_array(object)? {
         if let Some(imported) = crate::dlpack::import_numpy(object)? {
-            return checked_dlpack::<T, D, A>(object, imported, memory, dlpack);
+            return checked_dlpack::<T, D, A>(object, imported, memory, lifeline);
         }
     }
     let own = match memory {
@@ -244,9 +257,10 @@ pub(crate) fn read<T: Element, D: Dimension, A: Access>(
         Some(value) => {
             let parsed = parse::parse(&value, own)?;
             check::<T, D, A>(&parsed, memory)?;
+            *lifeline = Some(Lifeline::Interface(value.unbind()));
             Ok(parsed)
         }
-        None => read_without_interface::<T, D, A>(object, memory, dlpack),
+        None => read_without_interface::<T, D, A>(object, memory, lifeline),
     }
 }
 
@@ -257,7 +271,7 @@ pub(crate) fn read<T: Element, D: Dimension, A: Access>(
 fn read_without_interface<T: Element, D: Dimension, A: Access>(
     object: &Bound<'_, PyAny>,
     memory: Memory,
-    dlpack: &mut Option<Py<PyAny>>,
+    lifeline: &mut Option<Lifeline>,
 ) -> PyResult<Parsed> {
     // What an argument of the other memory is told.
     let (other, other_memory, stream, way_out, accepted) = match memory {
@@ -278,7 +292,7 @@ fn read_without_interface<T: Element, D: Dimension, A: Access>(
     };
     if crate::dlpack::offers(object)? {
         return match crate::dlpack::import_memory(object, stream, None, memory)? {
-            Ok(imported) => checked_dlpack::<T, D, A>(object, imported, memory, dlpack),
+            Ok(imported) => checked_dlpack::<T, D, A>(object, imported, memory, lifeline),
             Err(_) => {
                 let message = format!(
                     "expected {}, received {} whose DLPack device is {other_memory} memory ({way_out})",
@@ -305,7 +319,7 @@ fn checked_dlpack<T: Element, D: Dimension, A: Access>(
     object: &Bound<'_, PyAny>,
     imported: crate::dlpack::Imported,
     memory: Memory,
-    dlpack: &mut Option<Py<PyAny>>,
+    lifeline: &mut Option<Lifeline>,
 ) -> PyResult<Parsed> {
     // Before the other checks: a legacy tensor is read as read-only, and this says why.
     if A::WRITABLE && !imported.versioned {
@@ -319,7 +333,7 @@ fn checked_dlpack<T: Element, D: Dimension, A: Access>(
         .into());
     }
     check::<T, D, A>(&imported.parsed, memory)?;
-    *dlpack = Some(imported.owner);
+    *lifeline = Some(Lifeline::Tensor(imported.owner));
     Ok(imported.parsed)
 }
 
@@ -372,7 +386,7 @@ impl<'py> Argument<'py> {
     pub(crate) fn register(
         object: Bound<'py, PyAny>,
         parsed: Parsed,
-        dlpack: Option<Py<PyAny>>,
+        lifeline: Option<Lifeline>,
         writable: bool,
     ) -> PyResult<Argument<'py>> {
         let py = object.py();
@@ -391,7 +405,7 @@ impl<'py> Argument<'py> {
             std::ptr::addr_of_mut!((*contents).c_strides).write(OnceCell::new());
             std::ptr::addr_of_mut!((*contents).extent).write(parsed.extent);
             std::ptr::addr_of_mut!((*contents).borrow).write(borrow);
-            std::ptr::addr_of_mut!((*contents).dlpack).write(dlpack);
+            std::ptr::addr_of_mut!((*contents).lifeline).write(lifeline);
         }
         // SAFETY: every field was written just above.
         Ok(Argument { contents: ManuallyDrop::new(unsafe { slot.assume_init() }), py })
@@ -449,19 +463,21 @@ impl Drop for Argument<'_> {
         // in place once, and the allocation is then owned as uninitialised memory of the
         // same layout. (Moving the contents out whole cost more copies than the `malloc`
         // and `free` the spare box saves.)
-        let (object, dlpack, borrow, spare) = unsafe {
+        let (object, lifeline, borrow, spare) = unsafe {
             // Every field named: a new one must be handled here, and written in `register`.
-            let Contents { object, descriptor, c_strides, extent: _, borrow, dlpack } = &mut *raw;
-            let (object, dlpack, borrow) = (std::ptr::read(object), std::ptr::read(dlpack), *borrow);
+            let Contents { object, descriptor, c_strides, extent: _, borrow, lifeline } = &mut *raw;
+            let (object, lifeline, borrow) = (std::ptr::read(object), std::ptr::read(lifeline), *borrow);
             std::ptr::drop_in_place(descriptor);
             std::ptr::drop_in_place(c_strides);
-            (object, dlpack, borrow, Box::from_raw(raw.cast::<MaybeUninit<Contents>>()))
+            (object, lifeline, borrow, Box::from_raw(raw.cast::<MaybeUninit<Contents>>()))
         };
         // Released before the references go: dropping them can run Python code (a `__del__`),
         // which may extract arguments on this thread.
         registry::release(borrow, spare);
         drop(object.into_bound(self.py));
-        drop(dlpack.map(|t| t.into_bound(self.py)));
+        drop(lifeline.map(|l| match l {
+            Lifeline::Interface(v) | Lifeline::Tensor(v) => v.into_bound(self.py),
+        }));
     }
 }
 
@@ -544,8 +560,8 @@ impl<'a, 'py, T: Element, D: Dimension, A: Access> FromPyObject<'a, 'py> for PyC
         let py = object.py();
         // The interface first, DLPack otherwise: with the interface, ordering waits until
         // the function names its stream (see "Streams").
-        let mut dlpack = None;
-        let parsed = read::<T, D, A>(&object, Memory::Device, &mut dlpack)?;
+        let mut lifeline = None;
+        let parsed = read::<T, D, A>(&object, Memory::Device, &mut lifeline)?;
         let (policy, check_pointers) = crate::config::import_defaults(py)?;
         let options = ImportOptions {
             policy,
@@ -556,7 +572,7 @@ impl<'a, 'py, T: Element, D: Dimension, A: Access> FromPyObject<'a, 'py> for PyC
         };
         let device = consume(py, &parsed, &options)?;
         let pending = !parsed.descriptor.stream.is_none() && policy != SyncPolicy::Ignore;
-        let argument = Argument::register(object, parsed, dlpack, A::WRITABLE)?;
+        let argument = Argument::register(object, parsed, lifeline, A::WRITABLE)?;
         Ok(PyCudaArray { argument, policy, device, pending: Cell::new(pending), _marker: PhantomData })
     }
 }
@@ -644,13 +660,15 @@ impl<T: Element, D: Dimension, A: Access> PyCudaArray<'_, T, D, A> {
             },
         };
         // Read through DLPack, the memory lives as long as the producer's tensor (whose
-        // deleter may free it), not as long as the object that exported it.
-        let owner = match &self.argument.dlpack {
-            Some(tensor) => tensor.clone_ref(py),
-            None => self.argument.object().clone().unbind(),
+        // deleter may free it), not as long as the object that exported it; read through
+        // the interface, as long as the object, and its interface value is kept as well.
+        let (owner, also) = match &self.argument.lifeline {
+            Some(Lifeline::Tensor(tensor)) => (tensor.clone_ref(py), None),
+            Some(Lifeline::Interface(value)) => (self.argument.object().clone().unbind(), Some(value.clone_ref(py))),
+            None => (self.argument.object().clone().unbind(), None),
         };
         let stream = self.argument.descriptor.stream;
-        crate::CudaForeign::new(self.device_address(), self.len(), device, stream, owner).map_err(fail)
+        crate::CudaForeign::new(self.device_address(), self.len(), device, stream, owner, also).map_err(fail)
     }
 }
 

@@ -115,9 +115,9 @@ impl<'a, 'py, T: Element, D: Dimension, A: Access> FromPyObject<'a, 'py> for PyH
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
         let object = obj.to_owned();
         // The interface first (NumPy's arrays give it), DLPack otherwise.
-        let mut dlpack = None;
-        let parsed = read::<T, D, A>(&object, Memory::Host, &mut dlpack)?;
-        let argument = Argument::register(object, parsed, dlpack, A::WRITABLE)?;
+        let mut lifeline = None;
+        let parsed = read::<T, D, A>(&object, Memory::Host, &mut lifeline)?;
+        let argument = Argument::register(object, parsed, lifeline, A::WRITABLE)?;
         Ok(PyHostArray { argument, slice: Cell::new(None), _marker: PhantomData })
     }
 }

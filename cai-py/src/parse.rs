@@ -1,8 +1,8 @@
 //! Reading an interface dict into a [`Descriptor`], by the rules of the version it declares.
 //!
-//! Two typed entry points share every rule: [`parse`] (and [`read_object`]) stop at the
-//! first problem and return `PyResult<Parsed>`; [`findings`] notes every problem and
-//! returns them as messages, for `cai.validate`.
+//! Two typed entry points share every rule: [`parse`] (of the value [`read_attribute`]
+//! reads) stops at the first problem and returns `PyResult<Parsed>`; [`findings`] notes
+//! every problem and returns them as messages, for `cai.validate`.
 //!
 //! # What a hostile producer can do
 //!
@@ -239,12 +239,12 @@ pub(crate) fn attribute<'py>(obj: &Bound<'py, PyAny>, iface: Interface) -> PyRes
     obj.getattr_opt(iface.interned(obj.py()))
 }
 
-/// Reads `obj`'s interface attribute and parses it. A missing attribute is a `TypeError`;
-/// an exception raised by the attribute itself propagates.
+/// `obj`'s interface attribute. A missing attribute is a `TypeError`; an exception raised
+/// by the attribute itself propagates.
 #[inline]
-pub(crate) fn read_object(obj: &Bound<'_, PyAny>, iface: Interface) -> PyResult<Parsed> {
+pub(crate) fn read_attribute<'py>(obj: &Bound<'py, PyAny>, iface: Interface) -> PyResult<Bound<'py, PyAny>> {
     match attribute(obj, iface)? {
-        Some(value) => parse(&value, iface),
+        Some(value) => Ok(value),
         None => Err(no_interface(obj, iface)),
     }
 }

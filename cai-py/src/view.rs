@@ -24,18 +24,24 @@ pub(crate) struct Core {
     declared_version: u64,
     extent: Extent,
     owner: Py<PyAny>,
+    /// The value of the owner's interface attribute the view was read from (`None` for a
+    /// DLPack tensor or a descriptor), kept alive with the view: a producer may tie the
+    /// memory to it rather than to itself (a NumPy scalar's `__array_interface__`
+    /// describes a 0-d array made for the read, which only the dict's `'__ref'` keeps).
+    interface: Option<Py<PyAny>>,
     mask: Option<Py<PyAny>>,
 }
 
 impl Core {
     #[inline(always)]
-    pub(crate) fn from_parsed(owner: Py<PyAny>, parsed: Parsed) -> Core {
+    pub(crate) fn from_parsed(owner: Py<PyAny>, interface: Option<Py<PyAny>>, parsed: Parsed) -> Core {
         // Strides (and their overflow) were checked by validation; they are computed when read.
         Core {
             descriptor: parsed.descriptor,
             declared_version: parsed.declared_version,
             extent: parsed.extent,
             owner,
+            interface,
             mask: parsed.mask,
         }
     }
@@ -43,7 +49,7 @@ impl Core {
     fn from_descriptor(owner: Py<PyAny>, descriptor: Descriptor) -> PyResult<Core> {
         let extent = descriptor.validate().map_err(to_py_err)?;
         let declared_version = u64::from(descriptor.version);
-        Ok(Core::from_parsed(owner, Parsed { descriptor, declared_version, mask: None, extent }))
+        Ok(Core::from_parsed(owner, None, Parsed { descriptor, declared_version, mask: None, extent }))
     }
 
     /// The descriptor this view re-exports: version 3, pointer 0 when empty.
@@ -135,7 +141,7 @@ pub(crate) fn _make_view_v1<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let iface = if host { Interface::Host } else { Interface::Cuda };
     let parsed = crate::parse::parse(interface, iface)?;
-    let core = Core::from_parsed(owner.clone().unbind(), parsed);
+    let core = Core::from_parsed(owner.clone().unbind(), Some(interface.clone().unbind()), parsed);
     own_view(owner.py(), core, iface)
 }
 
@@ -175,6 +181,10 @@ impl Core {
                     d.version = u32::try_from(self.declared_version).unwrap_or(cai_core::CURRENT_VERSION);
                 }
                 let dict = interface_dict(owner, &d, iface, mask)?;
+                // The package's view keeps the dict it is made from, and so the producer's.
+                if let Some(value) = &self.interface {
+                    dict.set_item(intern!(py, "_cai_lifeline"), value.bind(py))?;
+                }
                 make.call1((iface == Interface::Host, dict, owner))
             }
         }
@@ -564,6 +574,9 @@ macro_rules! view_class {
 
             fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
                 visit.call(&self.core.owner)?;
+                if let Some(v) = &self.core.interface {
+                    visit.call(v)?;
+                }
                 if let Some(m) = &self.core.mask {
                     visit.call(m)?;
                 }

@@ -4,8 +4,10 @@ import gc
 import weakref
 
 import numpy as np
+import pytest
 
 import cai
+import cai_fixtures as fx
 from producers import Producer, cai_dict, host_backed
 
 
@@ -68,3 +70,99 @@ def test_mask_is_kept_alive():
 def test_view_is_weak_referenceable():
     view = cai.as_cuda_array(host_backed(np.zeros(3, np.float32)))
     assert weakref.ref(view)() is view
+
+
+class MemoryInTheDict:
+    """Makes its memory on each read of its interface and ties it to the dict alone (the
+    dict's `'__ref'`), as a NumPy scalar's `__array_interface__` does; `owners` holds weak
+    references to the memory of each read."""
+
+    def __init__(self, dtype=np.float64, host=True, **extra):
+        self.dtype, self.host, self.extra, self.owners = dtype, host, extra, []
+
+    def _dict(self):
+        arr = np.arange(1, 5, dtype=self.dtype)
+        self.owners.append(weakref.ref(arr))
+        return dict(arr.__array_interface__, __ref=arr, **self.extra)
+
+    @property
+    def __array_interface__(self):
+        if not self.host:
+            raise AttributeError("__array_interface__")
+        return self._dict()
+
+    @property
+    def __cuda_array_interface__(self):
+        if self.host:
+            raise AttributeError("__cuda_array_interface__")
+        return self._dict()
+
+    def alive(self):
+        gc.collect()
+        return [r() is not None for r in self.owners]
+
+
+def _reads():
+    def dict_given(p):
+        d = p._dict()
+        return cai.from_cuda_array_interface(d, p)
+
+    def factory(p):
+        return cai._cai._make_view_v1(True, p._dict(), p)
+
+    return {
+        "as_array": (True, cai.as_array),
+        "as_cuda_array": (False, cai.as_cuda_array),
+        "from_cuda_array_interface": (False, dict_given),
+        "_make_view_v1": (True, factory),
+        # A module built on cai-py, whose views the package's factory makes.
+        "from_rust_in_another_module": (True, fx.rust_as_array),
+    }
+
+
+@pytest.mark.parametrize("name", list(_reads()))
+def test_a_view_keeps_the_interface_value_it_was_read_from_alive(name):
+    host, read = _reads()[name]
+    p = MemoryInTheDict(host=host)
+    view = read(p)
+    assert p.alive() == [True]
+    if host:
+        np.testing.assert_array_equal(np.asarray(view), [1.0, 2.0, 3.0, 4.0])
+    del view
+    assert p.alive() == [False]
+
+
+def test_a_cycle_through_the_kept_interface_value_is_collected():
+    box = []
+    p = MemoryInTheDict(box=box)
+    box.append(cai.as_array(p))  # the view holds the dict, which holds the box
+    p.extra = {}
+    ref = weakref.ref(box[0])
+    del box
+    assert p.alive() == [False] and ref() is None
+
+
+def test_an_argument_keeps_the_interface_value_it_was_read_from_alive_for_the_call():
+    p = MemoryInTheDict()
+    # host_hold writes x[0] = 1 after `during` returns: into the memory the dict described.
+    arr = fx.host_hold(p, lambda: p.owners[0]())
+    assert arr.tolist() == [1.0, 2.0, 3.0, 4.0]
+    del arr
+    assert p.alive() == [False]
+    assert fx.host_hold_ro(p, p.alive) == [False, True]
+    device = MemoryInTheDict(np.float32, host=False)
+    assert fx.device_hold(device, device.alive) == [True]
+    assert device.alive() == [False]
+
+
+def test_a_numpy_scalar_is_read_from_memory_that_stays_alive():
+    # Its `__array_interface__` describes a 0-d array made for the read, which only the
+    # dict's '__ref' keeps alive.
+    view = cai.as_array(np.float64(2.5))
+    reused = [np.full(1, 7.0) for _ in range(50)]
+    assert np.asarray(view)[()] == 2.5
+    assert fx.host_sum(np.float64(2.5)) == 2.5
+    # Written through a read-write argument while other arrays are made: only the scalar's
+    # own 0-d array is written.
+    reused = fx.host_hold(np.float64(2.5), lambda: [np.array(7.0) for _ in range(20)])
+    assert [float(v) for v in reused] == [7.0] * 20

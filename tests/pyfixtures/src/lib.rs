@@ -710,6 +710,21 @@ fn host_hold_ro(x: PyHostArrayRo<'_, f64>, during: &Bound<'_, PyAny>) -> PyResul
     Ok(result.unbind())
 }
 
+/// Holds the device array `x` while `during()` runs; returns what `during` returned.
+#[pyfunction]
+fn device_hold(x: PyCudaArrayRo<'_, f32, IxDyn>, during: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    let result = during.call0()?;
+    std::hint::black_box(x.device_address());
+    Ok(result.unbind())
+}
+
+/// `cai_py::as_array` called from Rust: in a module other than the `cai` package, the
+/// view is made by the package's factory.
+#[pyfunction]
+fn rust_as_array<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    cai_py::as_array(obj)
+}
+
 /// `(address, shape, strides, readonly, len)` of a 2-d host array of f32.
 #[pyfunction]
 fn host_describe(x: PyHostArrayRo<'_, f32, Ix2>) -> (usize, [usize; 2], Vec<isize>, bool, usize) {
@@ -831,6 +846,8 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(host_sum, m)?)?;
     m.add_function(wrap_pyfunction!(host_hold, m)?)?;
     m.add_function(wrap_pyfunction!(host_hold_ro, m)?)?;
+    m.add_function(wrap_pyfunction!(device_hold, m)?)?;
+    m.add_function(wrap_pyfunction!(rust_as_array, m)?)?;
     m.add_function(wrap_pyfunction!(host_describe, m)?)?;
     m.add_function(wrap_pyfunction!(host_shape_f32, m)?)?;
     m.add_function(wrap_pyfunction!(host_zero_size, m)?)?;
