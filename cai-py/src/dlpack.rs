@@ -786,6 +786,16 @@ impl DLPackTensor {
     fn is_versioned(&self) -> bool {
         matches!(self.taken, Taken::Versioned(_))
     }
+
+    /// Whether the producer flagged the tensor as a copy it made for the export (a legacy
+    /// tensor cannot say).
+    fn is_copied(&self) -> bool {
+        match self.taken {
+            Taken::Legacy(_) => false,
+            // SAFETY: the tensor is alive as long as `self` (its deleter has not run).
+            Taken::Versioned(t) => unsafe { (*t).flags & flags::IS_COPIED != 0 },
+        }
+    }
 }
 
 #[pymethods]
@@ -816,6 +826,9 @@ pub(crate) struct Imported {
     /// Whether the capsule was a versioned one, which says whether the memory is
     /// read-only; a legacy capsule cannot (JAX's immutable arrays come in one).
     pub(crate) versioned: bool,
+    /// Whether the producer flagged the tensor as a copy (`IS_COPIED`): writes to it do
+    /// not reach the producer's array.
+    pub(crate) copied: bool,
 }
 
 fn memory_of(device: DLDevice) -> PyResult<Memory> {
@@ -919,13 +932,12 @@ fn import_from(
         Ok(c) => c,
         // A producer from before DLPack 1.0 takes no `max_version`.
         Err(e) if e.is_instance_of::<PyTypeError>(py) && copy.is_none() => {
-            // The first error says what failed, unless the retry raised one that must
-            // propagate (an interrupt).
-            dlpack_method.call((), Some(&kwargs(false)?)).map_err(|retry| {
-                if crate::parse::must_propagate(py, &retry) {
-                    retry
-                } else {
-                    e
+            // The retry's error is the producer's own (a `BufferError` that says why it
+            // cannot export, say); the first call's, raised while it ran, is its context,
+            // as `try: ... except TypeError: ...` in Python would chain them.
+            dlpack_method.call((), Some(&kwargs(false)?)).inspect_err(|retry| {
+                if retry.context(py).is_none() && !retry.value(py).is(e.value(py)) {
+                    retry.set_context(py, Some(e));
                 }
             })?
         }
@@ -933,8 +945,8 @@ fn import_from(
     };
     let owner = take(&capsule)?;
     let parsed = read_tensor(&owner, reported, stream)?;
-    let versioned = owner.get().is_versioned();
-    Ok(Ok(Imported { parsed, owner: owner.into_any().unbind(), memory, versioned }))
+    let (versioned, copied) = (owner.get().is_versioned(), owner.get().is_copied());
+    Ok(Ok(Imported { parsed, owner: owner.into_any().unbind(), memory, versioned, copied }))
 }
 
 /// Whether `obj` is exactly a NumPy array (not a subclass): the type is recognized by name
@@ -978,8 +990,8 @@ pub(crate) fn import_numpy(obj: &Bound<'_, PyAny>) -> PyResult<Option<Imported>>
     };
     let owner = take(&capsule)?;
     let parsed = read_tensor(&owner, DLDevice { device_type: device_type::CPU, device_id: 0 }, None)?;
-    let versioned = owner.get().is_versioned();
-    Ok(Some(Imported { parsed, owner: owner.into_any().unbind(), memory: Memory::Host, versioned }))
+    let (versioned, copied) = (owner.get().is_versioned(), owner.get().is_copied());
+    Ok(Some(Imported { parsed, owner: owner.into_any().unbind(), memory: Memory::Host, versioned, copied }))
 }
 
 /// Takes the tensor out of a capsule (renaming it `used_...`), into a [`DLPackTensor`].

@@ -333,6 +333,15 @@ fn checked_dlpack<T: Element, D: Dimension, A: Access>(
         .into());
     }
     check::<T, D, A>(&imported.parsed, memory)?;
+    if A::WRITABLE && imported.copied {
+        return Err(Problem::buffer_error(format!(
+            "expected {}, received {} whose DLPack producer exported a copy (the tensor's IS_COPIED flag): what the \
+             function writes would not reach the producer's array (pass an array that shares its memory)",
+            expectation::<T, D, A>(memory),
+            received(object)?
+        ))
+        .into());
+    }
     *lifeline = Some(Lifeline::Tensor(imported.owner));
     Ok(imported.parsed)
 }

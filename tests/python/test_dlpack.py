@@ -109,6 +109,47 @@ def test_a_producer_that_empties_the_keywords_it_was_given_gets_its_own_error():
             f(OldProducer())
 
 
+def test_the_retry_of_a_producer_from_before_dlpack_1_raises_the_producers_own_error():
+    class OldProducer:
+        def __dlpack_device__(self):
+            return (1, 0)
+
+        def __dlpack__(self, stream=None):
+            raise BufferError("cannot export: the array is byte-swapped")
+
+    for f in (cai.from_dlpack, fx.host_shape_f32):
+        with pytest.raises(BufferError, match="cannot export: the array is byte-swapped") as caught:
+            f(OldProducer())
+        # The first call's error, which made cai retry, is its context.
+        first = caught.value.__context__
+        assert type(first) is TypeError and "max_version" in str(first)
+
+
+def test_a_writing_argument_refuses_a_copy_its_producer_flagged():
+    class CopiesAlways:
+        """A DLPack 1.0 producer that exports a copy (flagged IS_COPIED), as the array API
+        lets it when `copy` is None."""
+
+        def __init__(self, arr):
+            self.arr, self.copy_asked = arr, []
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+        def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+            self.copy_asked.append(copy)
+            return self.arr.__dlpack__(max_version=max_version, copy=True)
+
+    arr = np.ones((2, 2), np.float32)
+    p = CopiesAlways(arr)
+    with pytest.raises(BufferError, match=r"exported a copy \(the tensor's IS_COPIED flag\): what the function writes"):
+        fx.host_scale(p, 10.0)
+    assert arr.tolist() == [[1.0, 1.0], [1.0, 1.0]] and p.copy_asked == [None]
+    # Reading a copy is reading the same values.
+    assert fx.host_describe(p)[1] == [2, 2]
+    assert cai.from_dlpack(p).readonly is False
+
+
 def test_named_arrays_and_views_export_too():
     cloud = fx.HostCloud(4)
     xyz, ids = np.from_dlpack(cloud.xyz), np.from_dlpack(cloud.ids)
