@@ -737,9 +737,9 @@ pub struct DeviceCopy {
 }
 
 impl DeviceCopy {
-    /// A copy of the `len` bytes at `src` on `device`, made after the work queued so far
-    /// on every stream of the device's primary context has finished (the copy is
-    /// synchronous).
+    /// A copy of the `len` bytes at `src` on `device`, made on the legacy default stream of
+    /// the device's primary context after the work queued so far on it (and so on every
+    /// blocking stream); the host waits until the copy is complete.
     pub fn of(src: usize, len: usize, device: i32) -> std::result::Result<DeviceCopy, DriverError> {
         let context = primary_context(device)?;
         let _scope = Scope::enter(Some(context))?;
@@ -750,6 +750,11 @@ impl DeviceCopy {
         // SAFETY: both ranges are `len` bytes of device memory: the caller's array (checked
         // against its allocation) and the allocation just made.
         check("cuMemcpyDtoD", unsafe { sys::cuMemcpyDtoD_v2(ptr, src as sys::CUdeviceptr, len) })?;
+        // A copy from device to device memory may return before it is done: the host waits
+        // for it, so that work on any stream (a non-blocking one too, which does not wait
+        // for the legacy stream) finds the copy complete.
+        // SAFETY: the legacy default stream of the current context.
+        check("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(1 as sys::CUstream) })?;
         Ok(copy)
     }
 

@@ -344,6 +344,18 @@ def test_a_dlpack_copy_on_the_device_is_a_new_allocation_with_the_same_bytes():
     assert len(fake.calls("cuMemFree")) == freed + 1
 
 
+def test_a_dlpack_copy_on_the_device_is_complete_before_the_capsule_is_returned():
+    # A device-to-device copy may return before it is done, and a consumer on a
+    # non-blocking stream does not wait for the legacy stream it runs on: the host waits.
+    arr, ptr = fake.array(64)
+    view = cai.as_cuda_array(producer(ptr, stream=S7), stream=S7)
+    fake.clear_log()
+    view.__dlpack__(stream=S9, copy=True)
+    calls = [c for c in driver_calls() if c.startswith(("cuMemcpy", "cuStreamSynchronize"))]
+    assert [c.split()[0] for c in calls] == ["cuMemcpyDtoD", "cuStreamSynchronize"]
+    assert calls[1].startswith("cuStreamSynchronize stream=0x1 ")
+
+
 def test_dlpack_export_orders_the_consumer_stream_after_the_producer_stream():
     arr, ptr = fake.array(64)
     view = cai.as_cuda_array(producer(ptr, stream=S7), stream=S7)
