@@ -57,7 +57,7 @@ impl<T, A: Access> std::fmt::Debug for CudaForeign<T, A> {
 }
 
 // SAFETY: the view is a device address, a length, a stream handle that is valid on every
-// thread (never the per-thread marker 2) and a Python reference (`Py` is Send and Sync).
+// thread (never the per-thread marker 2) and Python references (`Py` is Send and Sync).
 unsafe impl<T, A: Access> Send for CudaForeign<T, A> {}
 // SAFETY: as above; shared access only reads these fields.
 unsafe impl<T, A: Access> Sync for CudaForeign<T, A> {}

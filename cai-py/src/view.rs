@@ -93,16 +93,16 @@ pub(crate) fn mark_package() {
     PACKAGE.store(true, Ordering::Relaxed);
 }
 
-/// The `cai` package's view factory (`cai._cai._make_view_v1`), for a module that is not
-/// the package (see [`Core::into_view`]): `None` when the package cannot be imported (this
-/// module's own classes are used). Looked up once; an exception that must propagate
-/// does, uncached.
+/// The `cai` package's view factory (`cai._cai._make_view_v2`), for a module that is not
+/// the package (see [`Core::into_view`]): `None` when the package cannot be imported, or
+/// is one from before the factory took a lifeline (this module's own classes are used).
+/// Looked up once; an exception that must propagate does, uncached.
 fn factory(py: Python<'_>) -> PyResult<Option<Bound<'_, PyAny>>> {
     static FACTORY: PyOnceLock<Option<Py<PyAny>>> = PyOnceLock::new();
     if FACTORY.get(py).is_none() {
         // Importing runs Python code, which may make views itself: the lock is not held
         // meanwhile, and the first value stored wins.
-        let found = match crate::once::package_attr(py, "_make_view_v1")? {
+        let found = match crate::once::package_attr(py, "_make_view_v2")? {
             Package::Found(f) => Some(f.unbind()),
             Package::Missing => None,
             // The package's module is still being executed: this module's classes, this
@@ -131,18 +131,32 @@ fn own_classes_module(py: Python<'_>) {
 }
 
 /// The `cai` package's factory: a view of the interface dict `interface`, kept alive by
-/// `owner`, as an instance of the package's class. Other modules built on cai-py call it
-/// so that their views are `cai.CudaArray` / `cai.HostArray` instances.
+/// `owner` and by `lifeline` (the value of the producer's interface attribute, or None),
+/// as an instance of the package's class. Other modules built on cai-py call it so that
+/// their views are `cai.CudaArray` / `cai.HostArray` instances.
+#[pyfunction]
+pub(crate) fn _make_view_v2<'py>(
+    host: bool,
+    interface: &Bound<'py, PyAny>,
+    owner: &Bound<'py, PyAny>,
+    lifeline: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let iface = if host { Interface::Host } else { Interface::Cuda };
+    let parsed = crate::parse::parse(interface, iface)?;
+    let lifeline = Some(lifeline).filter(|l| !l.is_none()).map(|l| l.clone().unbind());
+    let core = Core::from_parsed(owner.clone().unbind(), lifeline, parsed);
+    own_view(owner.py(), core, iface)
+}
+
+/// The factory of modules built on cai-py from before `_make_view_v2`: a view of
+/// `interface`, kept alive by `owner` and by `interface` itself.
 #[pyfunction]
 pub(crate) fn _make_view_v1<'py>(
     host: bool,
     interface: &Bound<'py, PyAny>,
     owner: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let iface = if host { Interface::Host } else { Interface::Cuda };
-    let parsed = crate::parse::parse(interface, iface)?;
-    let core = Core::from_parsed(owner.clone().unbind(), Some(interface.clone().unbind()), parsed);
-    own_view(owner.py(), core, iface)
+    _make_view_v2(host, interface, owner, interface)
 }
 
 #[inline(always)]
@@ -181,11 +195,8 @@ impl Core {
                     d.version = u32::try_from(self.declared_version).unwrap_or(cai_core::CURRENT_VERSION);
                 }
                 let dict = interface_dict(owner, &d, iface, mask)?;
-                // The package's view keeps the dict it is made from, and so the producer's.
-                if let Some(value) = &self.interface {
-                    dict.set_item(intern!(py, "_cai_lifeline"), value.bind(py))?;
-                }
-                make.call1((iface == Interface::Host, dict, owner))
+                let lifeline = self.interface.as_ref().map(|v| v.bind(py).clone());
+                make.call1((iface == Interface::Host, dict, owner, lifeline))
             }
         }
     }

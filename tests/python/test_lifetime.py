@@ -107,14 +107,21 @@ def _reads():
         d = p._dict()
         return cai.from_cuda_array_interface(d, p)
 
-    def factory(p):
+    def factory_v1(p):
+        # The factory of modules from before v2: the view keeps the dict it is made from.
         return cai._cai._make_view_v1(True, p._dict(), p)
+
+    def factory_v2(p):
+        lifeline = p._dict()
+        plain = {k: v for k, v in lifeline.items() if k != "__ref"}
+        return cai._cai._make_view_v2(True, plain, p, lifeline)
 
     return {
         "as_array": (True, cai.as_array),
         "as_cuda_array": (False, cai.as_cuda_array),
         "from_cuda_array_interface": (False, dict_given),
-        "_make_view_v1": (True, factory),
+        "_make_view_v1": (True, factory_v1),
+        "_make_view_v2": (True, factory_v2),
         # A module built on cai-py, whose views the package's factory makes.
         "from_rust_in_another_module": (True, fx.rust_as_array),
     }
@@ -130,6 +137,15 @@ def test_a_view_keeps_the_interface_value_it_was_read_from_alive(name):
         np.testing.assert_array_equal(np.asarray(view), [1.0, 2.0, 3.0, 4.0])
     del view
     assert p.alive() == [False]
+
+
+def test_a_view_made_for_another_module_reads_a_newer_version_and_quickly():
+    # The producer's dict is handed to the package's factory beside the dict cai builds,
+    # not inside it: a key of cai's own there made a version-4 dict a ValueError.
+    p = Producer(cai_dict(version=4))
+    with pytest.warns(RuntimeWarning, match="version: 4 is newer"):
+        view = fx.rust_as_cuda_array(p)
+    assert type(view) is cai.CudaArray and view.owner is p
 
 
 def test_a_cycle_through_the_kept_interface_value_is_collected():

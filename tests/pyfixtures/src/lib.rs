@@ -725,6 +725,12 @@ fn rust_as_array<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     cai_py::as_array(obj)
 }
 
+/// `cai_py::as_cuda_array` called from Rust, as [`rust_as_array`].
+#[pyfunction]
+fn rust_as_cuda_array<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    cai_py::as_cuda_array(obj, None, None, None, None, None)
+}
+
 /// `(address, shape, strides, readonly, len)` of a 2-d host array of f32.
 #[pyfunction]
 fn host_describe(x: PyHostArrayRo<'_, f32, Ix2>) -> (usize, [usize; 2], Vec<isize>, bool, usize) {
@@ -848,6 +854,7 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(host_hold_ro, m)?)?;
     m.add_function(wrap_pyfunction!(device_hold, m)?)?;
     m.add_function(wrap_pyfunction!(rust_as_array, m)?)?;
+    m.add_function(wrap_pyfunction!(rust_as_cuda_array, m)?)?;
     m.add_function(wrap_pyfunction!(host_describe, m)?)?;
     m.add_function(wrap_pyfunction!(host_shape_f32, m)?)?;
     m.add_function(wrap_pyfunction!(host_zero_size, m)?)?;
