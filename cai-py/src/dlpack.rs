@@ -933,13 +933,10 @@ fn import_from(
         // A producer from before DLPack 1.0 takes no `max_version`.
         Err(e) if e.is_instance_of::<PyTypeError>(py) && copy.is_none() => {
             // The retry's error is the producer's own (a `BufferError` that says why it
-            // cannot export, say); the first call's, raised while it ran, is its context,
-            // as `try: ... except TypeError: ...` in Python would chain them.
-            dlpack_method.call((), Some(&kwargs(false)?)).inspect_err(|retry| {
-                if retry.context(py).is_none() && !retry.value(py).is(e.value(py)) {
-                    retry.set_context(py, Some(e));
-                }
-            })?
+            // cannot export, say). It runs as an `except TypeError:` block would, so that
+            // Python chains the first error as the context of what the retry raises.
+            let retry = kwargs(false)?;
+            while_handling(py, &e, || dlpack_method.call((), Some(&retry)))?
         }
         Err(e) => return Err(e),
     };
@@ -947,6 +944,36 @@ fn import_from(
     let parsed = read_tensor(&owner, reported, stream)?;
     let (versioned, copied) = (owner.get().is_versioned(), owner.get().is_copied());
     Ok(Ok(Imported { parsed, owner: owner.into_any().unbind(), memory, versioned, copied }))
+}
+
+/// Runs `f` with `handled` as the exception being handled (`sys.exc_info()`), as in an
+/// `except` block: an exception raised meanwhile gets it as its `__context__`, chained by
+/// Python's own rules (which cut a link that would close a cycle).
+fn while_handling<R>(py: Python<'_>, handled: &PyErr, f: impl FnOnce() -> R) -> R {
+    /// The exception state before, put back when dropped.
+    struct Saved([*mut ffi::PyObject; 3]);
+    impl Drop for Saved {
+        fn drop(&mut self) {
+            let [t, v, tb] = self.0;
+            // SAFETY: the references taken by `PyErr_GetExcInfo`, which this steals; the
+            // GIL is held (the guard lives within `while_handling`).
+            unsafe { ffi::PyErr_SetExcInfo(t, v, tb) };
+        }
+    }
+    let value = handled.value(py);
+    let mut before = [std::ptr::null_mut(); 3];
+    // SAFETY: the GIL is held; `PyErr_GetExcInfo` gives new references (or nulls), which
+    // `Saved` hands back; `PyErr_SetExcInfo` steals the three new references made here.
+    let _saved = unsafe {
+        ffi::PyErr_GetExcInfo(&mut before[0], &mut before[1], &mut before[2]);
+        let saved = Saved(before);
+        let ty = ffi::Py_TYPE(value.as_ptr()).cast::<ffi::PyObject>();
+        ffi::Py_INCREF(ty);
+        ffi::Py_INCREF(value.as_ptr());
+        ffi::PyErr_SetExcInfo(ty, value.as_ptr(), ffi::PyException_GetTraceback(value.as_ptr()));
+        saved
+    };
+    f()
 }
 
 /// Whether `obj` is exactly a NumPy array (not a subclass): the type is recognized by name

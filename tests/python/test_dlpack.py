@@ -125,6 +125,51 @@ def test_the_retry_of_a_producer_from_before_dlpack_1_raises_the_producers_own_e
         assert type(first) is TypeError and "max_version" in str(first)
 
 
+def test_the_retry_chains_its_error_as_python_would_with_no_cycle():
+    # The first call raises a TypeError while handling X; the retry raises X itself.
+    # Python cuts the link that would make X the context of its own context.
+    x = ValueError("the producer's cached error")
+
+    class Cyclic:
+        calls = 0
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+        def __dlpack__(self, **kw):
+            Cyclic.calls += 1
+            if Cyclic.calls == 1:
+                try:
+                    raise x
+                except ValueError:
+                    raise TypeError("first")
+            raise x
+
+    with pytest.raises(ValueError) as caught:
+        cai.from_dlpack(Cyclic())
+    assert caught.value is x
+    chain, e = [], caught.value
+    while e is not None and len(chain) < 10:
+        chain.append(e)
+        e = e.__context__
+    assert [type(e).__name__ for e in chain] == ["ValueError", "TypeError"]
+    # A retry that succeeds leaves no exception behind, and sys.exc_info() is as before.
+    arr = np.arange(3.0)
+
+    class Old:
+        def __dlpack_device__(self):
+            return (1, 0)
+
+        def __dlpack__(self, stream=None):
+            return arr.__dlpack__()
+
+    try:
+        raise KeyError("outer")
+    except KeyError as outer:
+        assert np.asarray(cai.from_dlpack(Old())).tolist() == [0.0, 1.0, 2.0]
+        assert sys.exc_info()[1] is outer
+
+
 def test_a_writing_argument_refuses_a_copy_its_producer_flagged():
     class CopiesAlways:
         """A DLPack 1.0 producer that exports a copy (flagged IS_COPIED), as the array API
