@@ -257,11 +257,63 @@ pub(crate) fn read<T: Element, D: Dimension, A: Access>(
         Some(value) => {
             let parsed = parse::parse(&value, own)?;
             check::<T, D, A>(&parsed, memory)?;
+            if A::WRITABLE && memory == Memory::Host && is_numpy_scalar(object)? {
+                return Err(Problem::buffer_error(format!(
+                    "expected {}, received {}, a NumPy scalar: its __array_interface__ describes a copy made for \
+                     the read, which the function's writes would reach instead of the scalar (pass an array, such \
+                     as numpy.array(x))",
+                    expectation::<T, D, A>(memory),
+                    received(object)?
+                ))
+                .into());
+            }
             *lifeline = Some(Lifeline::Interface(value.unbind()));
             Ok(parsed)
         }
         None => read_without_interface::<T, D, A>(object, memory, lifeline),
     }
+}
+
+/// Whether `obj` is a NumPy scalar (an instance of `numpy.generic`). No object is one
+/// before NumPy is imported; after, `numpy.generic` is looked up once in `sys.modules`
+/// and recognized by its static type's name, and the test runs no Python code.
+#[cold]
+#[inline(never)]
+fn is_numpy_scalar(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    static GENERIC: pyo3::sync::PyOnceLock<Py<pyo3::types::PyType>> = pyo3::sync::PyOnceLock::new();
+    let py = obj.py();
+    let generic = match GENERIC.get(py) {
+        Some(generic) => generic.bind(py).clone(),
+        None => {
+            let none_unless_interrupted = |e: PyErr| if parse::must_propagate(py, &e) { Err(e) } else { Ok(false) };
+            // SAFETY: the GIL is held; a new reference, or null (with an exception set
+            // only when the lookup failed).
+            let numpy = unsafe { pyo3::ffi::PyImport_GetModule(pyo3::intern!(py, "numpy").as_ptr()) };
+            if numpy.is_null() {
+                return PyErr::take(py).map_or(Ok(false), none_unless_interrupted);
+            }
+            // SAFETY: a new reference, checked above.
+            let numpy = unsafe { Bound::from_owned_ptr(py, numpy) };
+            let generic = match numpy.getattr(pyo3::intern!(py, "generic")) {
+                Ok(g) => g,
+                Err(e) => return none_unless_interrupted(e),
+            };
+            // A module that calls itself numpy without being NumPy has no static type of
+            // that name.
+            let Ok(generic) = generic.cast_into::<pyo3::types::PyType>() else { return Ok(false) };
+            // SAFETY: reading the flags of a live type object.
+            let heap =
+                unsafe { pyo3::ffi::PyType_GetFlags(generic.as_type_ptr()) } & pyo3::ffi::Py_TPFLAGS_HEAPTYPE != 0;
+            // A static type's name is read from the type itself (no Python code).
+            if heap || !generic.fully_qualified_name().is_ok_and(|n| n.to_string_lossy() == "numpy.generic") {
+                return Ok(false);
+            }
+            let _ = GENERIC.set(py, generic.clone().unbind());
+            generic
+        }
+    };
+    // SAFETY: two live type objects; PyType_IsSubtype reads their MROs and runs no code.
+    Ok(unsafe { pyo3::ffi::PyType_IsSubtype(obj.get_type().as_type_ptr(), generic.as_type_ptr()) } != 0)
 }
 
 /// [`read`] for an object without the interface of `memory`: DLPack, or the `TypeError`

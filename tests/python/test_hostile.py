@@ -785,6 +785,34 @@ def test_a_lone_surrogate_is_shown_as_python_shows_it():
     )
 
 
+def test_a_module_posing_as_numpy_can_interrupt_the_scalar_check_but_not_fool_it():
+    # A writing host argument asks whether it was given a NumPy scalar (whose interface
+    # describes a copy), through sys.modules["numpy"].generic, once NumPy is imported.
+    out = results(
+        """
+        import ctypes, struct, types
+        before = "numpy" in sys.modules
+        buf = ctypes.create_string_buffer(8)
+        d = {"shape": (1,), "typestr": "<f8", "data": (ctypes.addressof(buf), False), "version": 3}
+        class Interrupting(types.ModuleType):
+            @property
+            def generic(self):
+                raise KeyboardInterrupt
+        sys.modules["numpy"] = Interrupting("numpy")
+        interrupted = kind(lambda: fx.host_hold(P(host=True), lambda: None))
+        class generic:
+            pass
+        posing = types.ModuleType("numpy")
+        posing.generic = generic
+        sys.modules["numpy"] = posing
+        Sub = type("Sub", (generic,), {"__array_interface__": property(lambda s: d)})
+        print({"numpy before": before, "interrupted": interrupted, "a class named generic": kind(lambda: fx.host_hold(Sub(), lambda: None)),
+               "written": struct.unpack("<d", buf.raw)[0]})
+        """
+    )
+    assert out == {"numpy before": False, "interrupted": "KeyboardInterrupt", "a class named generic": "ok", "written": 1.0}
+
+
 # -- the extractors' overlap check is per call -------------------------------------------------------
 
 

@@ -178,7 +178,14 @@ def test_a_numpy_scalar_is_read_from_memory_that_stays_alive():
     reused = [np.full(1, 7.0) for _ in range(50)]
     assert np.asarray(view)[()] == 2.5
     assert fx.host_sum(np.float64(2.5)) == 2.5
-    # Written through a read-write argument while other arrays are made: only the scalar's
-    # own 0-d array is written.
-    reused = fx.host_hold(np.float64(2.5), lambda: [np.array(7.0) for _ in range(20)])
-    assert [float(v) for v in reused] == [7.0] * 20
+    assert fx.host_hold_ro(np.float64(2.5), lambda: [np.array(7.0) for _ in range(20)]) == [7.0] * 20
+
+
+def test_a_numpy_scalar_is_not_a_writing_argument():
+    # Writes would reach the 0-d copy made for the read, never the scalar.
+    with pytest.raises(BufferError, match=r"received np.float64\(2.5\) \(float64\), a NumPy scalar: its __array_interface__ describes a copy"):
+        fx.host_hold(np.float64(2.5), lambda: None)
+    # A 0-d array is an array.
+    zero_d = np.array(2.5)
+    fx.host_hold(zero_d, lambda: None)
+    assert zero_d[()] == 1.0
