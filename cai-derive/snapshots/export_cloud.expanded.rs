@@ -143,7 +143,11 @@ impl Cloud {
                 )
             },
             |slf| ::cai_py::__private::cuda_dlpack_device(slf),
-            |slf, name| ::cai_py::__private::cuda_named(slf, name),
+            |slf, name| ::cai_py::__private::cuda_named(
+                slf,
+                name,
+                |this: &Self| this.export,
+            ),
         )
     };
 }

@@ -193,14 +193,15 @@ fn expand_block(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream
             }
         }
     };
+    // The per-object export options, for the device array and the named device arrays.
+    let options = match &args.options {
+        Some(field) => quote!(|this: &Self| this.#field),
+        None => quote!(|_: &Self| ::core::default::Default::default()),
+    };
     if let Some(span) = &args.cuda {
         let at = private_at(*span);
         // `__cuda_array_interface__`, and DLPack's `__dlpack__` / `__dlpack_device__` for
         // the same device array.
-        let options = match &args.options {
-            Some(field) => quote!(|this: &Self| this.#field),
-            None => quote!(|_: &Self| ::core::default::Default::default()),
-        };
         let interface =
             table.push(interface_type.clone(), quote_spanned!(*span=> |slf| #at::cuda_interface_with(slf, #options)));
         items.push(getter(
@@ -276,7 +277,10 @@ fn expand_block(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream
         let view = quote!(#py::Bound<'py, #py::PyAny>);
         let index = table.push(
             quote!(for<'py> fn(&#py::Bound<'py, Self>, &::core::primitive::str) -> #py::PyResult<#view>),
-            quote_spanned!(span=> |slf, name| #at::#call(slf, name)),
+            match named.host {
+                false => quote_spanned!(span=> |slf, name| #at::#call(slf, name, #options)),
+                true => quote_spanned!(span=> |slf, name| #at::#call(slf, name)),
+            },
         );
         let texts: Vec<String> = named.names.iter().map(|n| n.unraw().to_string()).collect();
         for (name, text) in named.names.iter().zip(&texts) {

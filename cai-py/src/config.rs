@@ -55,6 +55,13 @@ impl ExportOptions {
             descriptor.version = 2;
             descriptor.stream = Stream::None;
         }
+        self.apply_to_dlpack(descriptor);
+    }
+
+    /// Applies the options that concern a DLPack export: the stream opt-out only. The
+    /// version is the interface's; DLPack's handshake orders the consumer's stream
+    /// whatever version the interface exports.
+    pub(crate) fn apply_to_dlpack(self, descriptor: &mut Descriptor) {
         if self.stream_none == Some(true) {
             descriptor.stream = Stream::None;
         }

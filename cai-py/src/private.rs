@@ -54,7 +54,7 @@ pub fn cuda_dlpack<'py, T: PyClass + CudaArrayInterface>(
         let this = slf.try_borrow()?;
         (this.cuda_array_interface().map_err(to_py_err)?, options(&this))
     };
-    own.or(crate::config::get(slf.py())?.export).apply(&mut descriptor);
+    own.or(crate::config::get(slf.py())?.export).apply_to_dlpack(&mut descriptor);
     let extent = descriptor.validate().map_err(to_py_err)?;
     let request = crate::dlpack::Request { stream, max_version, dl_device, copy };
     crate::dlpack::export(slf.as_any(), &descriptor, extent, crate::dlpack::Memory::Device, request, None)
@@ -91,9 +91,18 @@ fn unknown(name: &str) -> PyErr {
     Problem::value_error(format!("{name}: no array of this name")).into()
 }
 
-/// The named array `name` of a derived `#[pyclass]`, as a view keeping the object alive.
-pub fn cuda_named<'py, T: PyClass + NamedCudaArrays>(slf: &Bound<'py, T>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-    let descriptor = slf.try_borrow()?.cuda_array(name).ok_or_else(|| unknown(name))?.map_err(to_py_err)?;
+/// The named array `name` of a derived `#[pyclass]`, as a view keeping the object alive,
+/// with the export options (process-wide and per object) the object's own export uses.
+pub fn cuda_named<'py, T: PyClass + NamedCudaArrays>(
+    slf: &Bound<'py, T>,
+    name: &str,
+    options: impl FnOnce(&T) -> ExportOptions,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (mut descriptor, own) = {
+        let this = slf.try_borrow()?;
+        (this.cuda_array(name).ok_or_else(|| unknown(name))?.map_err(to_py_err)?, options(&this))
+    };
+    own.or(crate::config::get(slf.py())?.export).apply(&mut descriptor);
     CudaArray::from_descriptor(slf.as_any(), descriptor)
 }
 

@@ -726,6 +726,25 @@ def test_a_device_export_round_trips_through_cai_without_touching_memory():
         d.__dlpack__(stream=0)
 
 
+def test_export_version_2_leaves_dlpacks_stream_handshake_alone():
+    # Version 2 of the interface has no stream; DLPack still makes the consumer's stream
+    # wait for the producer's (here, with no driver or a made-up stream, it says it cannot).
+    # The stream opt-out is what leaves the ordering to the consumer.
+    before = cai.configure()
+    try:
+        cai.configure(check_pointers=False, export_version=2)
+        d = fx.DeviceMatrix(PTR, 4, [4], stream=5)
+        assert "stream" not in d.__cuda_array_interface__
+        for producer in (d, fx.OptionsDevice(PTR, 4, 5, version=2)):
+            with pytest.raises(cai.CudaDriverError, match="^stream: cannot make stream 7 wait for the producer's stream 5"):
+                producer.__dlpack__(stream=7)
+        assert type(fx.OptionsDevice(PTR, 4, 5, stream_none=True).__dlpack__(stream=7)).__name__ == "PyCapsule"
+        cai.configure(export_stream="none")
+        assert type(d.__dlpack__(stream=7)).__name__ == "PyCapsule"
+    finally:
+        cai.configure(**before)
+
+
 def test_an_extractor_reads_a_dlpack_only_producer():
     cai.configure(check_pointers=False, import_sync="ignore")
     view = cai.from_dlpack(fx.DeviceMatrix(PTR, 12, [3, 4]))

@@ -157,6 +157,20 @@ def test_named_device_arrays_are_views_that_keep_the_parent_alive():
     assert ref() is None
 
 
+def test_named_device_arrays_follow_the_export_options():
+    before = cai.configure()
+    try:
+        cloud = fx.DeviceCloud(DEVICE, 2)
+        cai.configure(export_stream="none")
+        assert cloud.xyz.stream is None and cloud.xyz.__cuda_array_interface__["stream"] is None
+        cai.configure(export_stream="report", export_version=2)
+        assert cloud.xyz.stream is None
+        cai.configure(export_version=3)
+        assert cloud.xyz.stream == 0x7000
+    finally:
+        cai.configure(**before)
+
+
 def test_named_host_arrays_share_memory_with_rust():
     cloud = fx.HostCloud(4)
     xyz = np.asarray(cloud.xyz)
