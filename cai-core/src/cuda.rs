@@ -416,6 +416,37 @@ impl Drop for DriverEvent {
     }
 }
 
+/// The capture state of a stream (see [`Backend::capture`]).
+fn capture_of(at: Located<usize>) -> std::result::Result<Capture, DriverError> {
+    let get = get_capture_info()?;
+    let stream = raw_stream(at.stream)?;
+    let _scope = Scope::enter(Some(at.context))?;
+    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    let mut id = 0u64;
+    // SAFETY: the out-pointers are valid or null (allowed for the optional outputs).
+    let code =
+        unsafe { get(stream, &mut status, &mut id, std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut()) };
+    match code {
+        sys::CUresult::CUDA_SUCCESS => Ok(match status {
+            sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE => Capture::Idle,
+            // An invalidated capture is still a capture: touch nothing of it.
+            _ => Capture::Active(id),
+        }),
+        sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_IMPLICIT => Ok(Capture::Implicit),
+        other => Err(call_error("cuStreamGetCaptureInfo", result::DriverError(other))),
+    }
+}
+
+/// [`DriverError::Capture`] when the legacy default stream of `context` cannot be used: a
+/// blocking stream of the context is capturing a graph, which a synchronous copy on the
+/// legacy stream (or a wait for it) would join and invalidate.
+fn legacy_usable(context: usize) -> std::result::Result<(), DriverError> {
+    match capture_of(Located { stream: Stream::LegacyDefault, context })? {
+        Capture::Implicit => Err(crate::sync::implicit_error(Stream::LegacyDefault)),
+        Capture::Idle | Capture::Active(_) => Ok(()),
+    }
+}
+
 impl Backend for DriverBackend {
     type Event = DriverEvent;
     type Context = usize;
@@ -441,24 +472,7 @@ impl Backend for DriverBackend {
     }
 
     fn capture(&self, at: Located<usize>) -> std::result::Result<Capture, DriverError> {
-        let get = get_capture_info()?;
-        let stream = raw_stream(at.stream)?;
-        let _scope = Scope::enter(Some(at.context))?;
-        let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
-        let mut id = 0u64;
-        // SAFETY: the out-pointers are valid or null (allowed for the optional outputs).
-        let code = unsafe {
-            get(stream, &mut status, &mut id, std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut())
-        };
-        match code {
-            sys::CUresult::CUDA_SUCCESS => Ok(match status {
-                sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE => Capture::Idle,
-                // An invalidated capture is still a capture: touch nothing of it.
-                _ => Capture::Active(id),
-            }),
-            sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_IMPLICIT => Ok(Capture::Implicit),
-            other => Err(call_error("cuStreamGetCaptureInfo", result::DriverError(other))),
-        }
+        capture_of(at)
     }
 
     fn create_event(&self, context: usize) -> std::result::Result<DriverEvent, DriverError> {
@@ -743,6 +757,7 @@ impl DeviceCopy {
     pub fn of(src: usize, len: usize, device: i32) -> std::result::Result<DeviceCopy, DriverError> {
         let context = primary_context(device)?;
         let _scope = Scope::enter(Some(context))?;
+        legacy_usable(context)?;
         let mut ptr: sys::CUdeviceptr = 0;
         // SAFETY: a valid out-pointer; the context is current.
         check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut ptr, len.max(1)) })?;
@@ -789,6 +804,7 @@ impl Drop for DeviceCopy {
 pub fn copy_to_host(src: usize, dst: &mut [u8], device: i32) -> std::result::Result<(), DriverError> {
     let context = primary_context(device)?;
     let _scope = Scope::enter(Some(context))?;
+    legacy_usable(context)?;
     // SAFETY: `dst` is writable for its length; `src` addresses as many bytes of device
     // memory (the caller checked the array against its allocation).
     check("cuMemcpyDtoH", unsafe { sys::cuMemcpyDtoH_v2(dst.as_mut_ptr().cast(), src as sys::CUdeviceptr, dst.len()) })

@@ -232,7 +232,7 @@ impl<B: Backend> EventPool<B> {
     }
 }
 
-fn implicit_error(stream: Stream) -> DriverError {
+pub(crate) fn implicit_error(stream: Stream) -> DriverError {
     DriverError::Capture(format!(
         "the legacy default stream (stream {stream}) cannot be used while a blocking stream of its context is \
          capturing a CUDA graph (it would join and invalidate the capture); use a non-blocking stream, or \

@@ -344,6 +344,24 @@ def test_a_dlpack_copy_on_the_device_is_a_new_allocation_with_the_same_bytes():
     assert len(fake.calls("cuMemFree")) == freed + 1
 
 
+def test_a_dlpack_copy_is_refused_while_the_legacy_stream_would_join_a_capture():
+    # Copies run on the legacy default stream: while a blocking stream captures a graph,
+    # using it would invalidate the capture.
+    arr, ptr = fake.array(64)
+    view = cai.as_cuda_array(producer(ptr), stream=S9)
+    fake.stream(0x13, 0, capture=1, capture_id=5, implicit=True)
+    fake.clear_log()
+    copies = [
+        lambda: view.__dlpack__(stream=S9, copy=True, max_version=(1, 0)),
+        lambda: cai.from_dlpack(view, copy=True, stream=S9),
+        lambda: np.from_dlpack(view, device="cpu", copy=True),
+    ]
+    for copy in copies:
+        with pytest.raises(cai.CudaDriverError, match=r"^copy: cannot copy the array at 0x[0-9a-f]+: the legacy default stream \(stream 1\) cannot be used while a blocking stream of its context is capturing"):
+            copy()
+    assert not fake.calls("cuMem")
+
+
 def test_a_dlpack_copy_on_the_device_is_complete_before_the_capsule_is_returned():
     # A device-to-device copy may return before it is done, and a consumer on a
     # non-blocking stream does not wait for the legacy stream it runs on: the host waits.
