@@ -156,6 +156,11 @@ const REQUIRED: &[&str] = &[
     "cuEventSynchronize",
     "cuStreamWaitEvent",
     "cuStreamSynchronize",
+    // cudarc's own calls for the views of `cai-py`'s `cudarc_view`: a stream of the view's
+    // own for a producer on the per-thread default stream, and the context's release.
+    "cuStreamCreate",
+    "cuStreamDestroy_v2",
+    "cuDevicePrimaryCtxRelease_v2",
     "cuStreamGetCtx",
     "cuStreamGetCaptureInfo_v2",
     "cuThreadExchangeStreamCaptureMode",
@@ -352,7 +357,10 @@ pub fn cudarc_context(ordinal: i32) -> std::result::Result<Arc<CudaContext>, Dri
     }
     let index = usize::try_from(ordinal).map_err(|_| DriverError::Invalid(format!("device {ordinal}")))?;
     let _keep = KeepCurrent::new();
-    let context = CudaContext::new(index).map_err(|e| call_error("cuDevicePrimaryCtxRetain", e))?;
+    // cudarc retains the primary context and reads device attributes: a failure is one of
+    // those calls'.
+    let context = CudaContext::new(index)
+        .map_err(|e| call_error("cuDevicePrimaryCtxRetain or cuDeviceGetAttribute (cudarc's CudaContext::new)", e))?;
     contexts.push((ordinal, context.clone()));
     Ok(context)
 }

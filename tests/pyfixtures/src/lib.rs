@@ -479,7 +479,12 @@ fn zero_with_cudarc(x: PyCudaArrayRw<'_, f32, IxDyn>) -> PyResult<()> {
 #[pyfunction]
 fn cudarc_view_owner(x: PyCudaArrayRo<'_, f32, IxDyn>) -> PyResult<Py<PyAny>> {
     let _keep = cai_core::cuda::KeepCurrent::new();
-    Ok(x.cudarc_view()?.owner().clone_ref(x.object().py()))
+    // The view goes (cudarc binds its context to the thread to drop its stream) before the
+    // caller's context is put back.
+    let view = x.cudarc_view()?;
+    let owner = view.owner().clone_ref(x.object().py());
+    drop(view);
+    Ok(owner)
 }
 
 /// Fills a C-contiguous f32 device array with `value` on a new non-blocking cudarc stream

@@ -344,6 +344,18 @@ def test_a_dlpack_copy_on_the_device_is_a_new_allocation_with_the_same_bytes():
     assert len(fake.calls("cuMemFree")) == freed + 1
 
 
+def test_a_cudarc_view_of_an_array_on_the_per_thread_stream_has_a_stream_of_its_own():
+    # The per-thread default stream names another stream on every thread: the view makes a
+    # stream (cuStreamCreate, which cai checks the driver has), ordered after the
+    # producer's, and destroys it when it goes.
+    arr, ptr = fake.array(64)
+    fake.clear_log()
+    assert fx.cudarc_view_owner(producer(ptr, stream=2)) is not None
+    calls = [c.split()[0] for c in driver_calls() if c.startswith(("cuStream", "cuEventRecord"))]
+    assert calls[0] == "cuStreamCreate" and "cuStreamWaitEvent" in calls
+    assert calls[-1] == "cuStreamDestroy"
+
+
 def test_a_dlpack_copy_is_refused_while_the_legacy_stream_would_join_a_capture():
     # Copies run on the legacy default stream: while a blocking stream captures a graph,
     # using it would invalidate the capture.

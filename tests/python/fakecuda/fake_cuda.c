@@ -33,6 +33,7 @@ typedef void *CUstream;
 enum {
     SUCCESS = 0,
     INVALID_VALUE = 1,
+    OUT_OF_MEMORY = 2,
     NOT_INITIALIZED = 3,
     INVALID_DEVICE = 101,
     INVALID_CONTEXT = 201,
@@ -230,7 +231,7 @@ static const char *error_name(CUresult e) {
     switch (e) {
     case SUCCESS: return "CUDA_SUCCESS";
     case INVALID_VALUE: return "CUDA_ERROR_INVALID_VALUE";
-    case 2: return "CUDA_ERROR_OUT_OF_MEMORY";
+    case OUT_OF_MEMORY: return "CUDA_ERROR_OUT_OF_MEMORY";
     case NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
     case INVALID_DEVICE: return "CUDA_ERROR_INVALID_DEVICE";
     case INVALID_CONTEXT: return "CUDA_ERROR_INVALID_CONTEXT";
@@ -433,6 +434,41 @@ CUresult cuStreamSynchronize(CUstream stream) {
     if (r != SUCCESS) return r;
     LOG("cuStreamSynchronize stream=0x%lx %s", (unsigned long)(uintptr_t)stream, context_name(c));
     return SUCCESS;
+}
+
+/* A stream of the current context, with handles from 0x5000 up (cudarc's views of a
+ * producer on the per-thread default stream make one of their own). */
+CUresult cuStreamCreate(CUstream *out, unsigned int flags) {
+    ENTER("cuStreamCreate");
+    static uintptr_t next = 0x5000;
+    if (!out) return INVALID_VALUE;
+    if (!current) return INVALID_CONTEXT;
+    pthread_mutex_lock(&lock);
+    int ok = n_streams < MAX_STREAMS;
+    uintptr_t handle = next++;
+    if (ok) streams[n_streams++] = (struct FakeStream){handle, current->device, 0, 0, 0};
+    logf_locked("cuStreamCreate stream=0x%lx flags=%u %s", (unsigned long)handle, flags, context_name(current));
+    pthread_mutex_unlock(&lock);
+    if (!ok) return OUT_OF_MEMORY;
+    *out = (CUstream)handle;
+    return SUCCESS;
+}
+
+CUresult cuStreamDestroy_v2(CUstream stream) {
+    ENTER("cuStreamDestroy_v2");
+    uintptr_t h = (uintptr_t)stream;
+    pthread_mutex_lock(&lock);
+    int found = 0;
+    for (int i = 0; i < n_streams; i++) {
+        if (streams[i].handle == h) {
+            streams[i] = streams[--n_streams];
+            found = 1;
+            break;
+        }
+    }
+    if (found) logf_locked("cuStreamDestroy stream=0x%lx", (unsigned long)h);
+    pthread_mutex_unlock(&lock);
+    return found ? SUCCESS : INVALID_HANDLE;
 }
 
 enum {
