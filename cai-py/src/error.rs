@@ -152,9 +152,13 @@ pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> PyResult<String> {
 /// metaclass of the producer's, which may call cai again); none for a class whose
 /// metaclass is `type`, whose name is read without any.
 fn name_nesting(obj: &Bound<'_, PyAny>) -> PyResult<Option<crate::parse::Nesting>> {
+    class_name_nesting(&obj.get_type())
+}
+
+/// [`name_nesting`] for reading the name of the class `ty` itself.
+fn class_name_nesting(ty: &Bound<'_, PyType>) -> PyResult<Option<crate::parse::Nesting>> {
     // SAFETY: reading the type of a live type object.
-    let plain =
-        unsafe { pyo3::ffi::Py_TYPE(obj.get_type().as_ptr()) == std::ptr::addr_of_mut!(pyo3::ffi::PyType_Type) };
+    let plain = unsafe { pyo3::ffi::Py_TYPE(ty.as_ptr()) == std::ptr::addr_of_mut!(pyo3::ffi::PyType_Type) };
     if plain {
         return Ok(None);
     }
@@ -165,22 +169,30 @@ fn name_nesting(obj: &Bound<'_, PyAny>) -> PyResult<Option<crate::parse::Nesting
 /// NumPy's `ndarray` and `bool`), `None` for a Python class, which may call itself by any
 /// name. No Python code runs to read a static type's name.
 pub(crate) fn static_type_name(obj: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+    static_class_name(&obj.get_type())
+}
+
+/// [`static_type_name`] of the class `ty` itself.
+pub(crate) fn static_class_name(ty: &Bound<'_, PyType>) -> PyResult<Option<String>> {
     // SAFETY: reading the flags of a live type object.
-    let heap =
-        unsafe { pyo3::ffi::PyType_GetFlags(obj.get_type().as_ptr().cast()) } & pyo3::ffi::Py_TPFLAGS_HEAPTYPE != 0;
+    let heap = unsafe { pyo3::ffi::PyType_GetFlags(ty.as_type_ptr()) } & pyo3::ffi::Py_TPFLAGS_HEAPTYPE != 0;
     if heap {
         return Ok(None);
     }
-    qualified_type_name(obj).map(Some)
+    qualified_class_name(ty).map(Some)
 }
 
 /// The module-qualified name of `obj`'s type (`numpy.ndarray`; builtins unqualified), with
 /// `?` for a part that cannot be read. Built here, not by pyo3's `fully_qualified_name`,
 /// which formats the module through `str()` (see [`name_text`]).
 pub(crate) fn qualified_type_name(obj: &Bound<'_, PyAny>) -> PyResult<String> {
-    let py = obj.py();
-    let _nesting = name_nesting(obj)?;
-    let ty = obj.get_type();
+    qualified_class_name(&obj.get_type())
+}
+
+/// [`qualified_type_name`] of the class `ty` itself.
+fn qualified_class_name(ty: &Bound<'_, PyType>) -> PyResult<String> {
+    let py = ty.py();
+    let _nesting = class_name_nesting(ty)?;
     let module = ty.getattr(pyo3::intern!(py, "__module__")).and_then(|m| Ok(m.cast_into::<PyString>()?));
     let module = name_text(py, module, "?")?;
     let qualname = name_text(py, ty.qualname(), "?")?;

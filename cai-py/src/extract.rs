@@ -301,11 +301,7 @@ fn is_numpy_scalar(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
             // A module that calls itself numpy without being NumPy has no static type of
             // that name.
             let Ok(generic) = generic.cast_into::<pyo3::types::PyType>() else { return Ok(false) };
-            // SAFETY: reading the flags of a live type object.
-            let heap =
-                unsafe { pyo3::ffi::PyType_GetFlags(generic.as_type_ptr()) } & pyo3::ffi::Py_TPFLAGS_HEAPTYPE != 0;
-            // A static type's name is read from the type itself (no Python code).
-            if heap || !generic.fully_qualified_name().is_ok_and(|n| n.to_string_lossy() == "numpy.generic") {
+            if crate::error::static_class_name(&generic)?.as_deref() != Some("numpy.generic") {
                 return Ok(false);
             }
             let _ = GENERIC.set(py, generic.clone().unbind());
