@@ -25,12 +25,23 @@ pub fn cuda_interface_with<'py, T: PyClass + CudaArrayInterface>(
     slf: &Bound<'py, T>,
     options: impl FnOnce(&T) -> ExportOptions,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let (mut descriptor, own) = {
-        let this = slf.try_borrow()?;
-        (this.cuda_array_interface().map_err(to_py_err)?, options(&this))
-    };
-    own.or(crate::config::get(slf.py())?.export).apply(&mut descriptor);
+    let (mut descriptor, options) = with_options(slf, |this| this.cuda_array_interface().map_err(to_py_err), options)?;
+    options.apply(&mut descriptor);
     interface_dict(slf.as_any(), &descriptor, Interface::Cuda, None)
+}
+
+/// The descriptor `read` gives of `slf`, and the export options that apply to it: the
+/// object's own (`options`) over the process-wide ones.
+fn with_options<T: PyClass>(
+    slf: &Bound<'_, T>,
+    read: impl FnOnce(&T) -> PyResult<cai_core::Descriptor>,
+    options: impl FnOnce(&T) -> ExportOptions,
+) -> PyResult<(cai_core::Descriptor, ExportOptions)> {
+    let (descriptor, own) = {
+        let this = slf.try_borrow()?;
+        (read(&this)?, options(&this))
+    };
+    Ok((descriptor, own.or(crate::config::get(slf.py())?.export)))
 }
 
 /// `__array_interface__` of a derived `#[pyclass]`.
@@ -50,11 +61,8 @@ pub fn cuda_dlpack<'py, T: PyClass + CudaArrayInterface>(
     dl_device: Option<&Bound<'py, PyAny>>,
     copy: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let (mut descriptor, own) = {
-        let this = slf.try_borrow()?;
-        (this.cuda_array_interface().map_err(to_py_err)?, options(&this))
-    };
-    own.or(crate::config::get(slf.py())?.export).apply_to_dlpack(&mut descriptor);
+    let (mut descriptor, options) = with_options(slf, |this| this.cuda_array_interface().map_err(to_py_err), options)?;
+    options.apply_to_dlpack(&mut descriptor);
     let extent = descriptor.validate().map_err(to_py_err)?;
     let request = crate::dlpack::Request { stream, max_version, dl_device, copy };
     crate::dlpack::export(slf.as_any(), &descriptor, extent, crate::dlpack::Memory::Device, request, None)
@@ -98,11 +106,9 @@ pub fn cuda_named<'py, T: PyClass + NamedCudaArrays>(
     name: &str,
     options: impl FnOnce(&T) -> ExportOptions,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let (mut descriptor, own) = {
-        let this = slf.try_borrow()?;
-        (this.cuda_array(name).ok_or_else(|| unknown(name))?.map_err(to_py_err)?, options(&this))
-    };
-    own.or(crate::config::get(slf.py())?.export).apply(&mut descriptor);
+    let (mut descriptor, options) =
+        with_options(slf, |this| this.cuda_array(name).ok_or_else(|| unknown(name))?.map_err(to_py_err), options)?;
+    options.apply(&mut descriptor);
     CudaArray::from_descriptor(slf.as_any(), descriptor)
 }
 
