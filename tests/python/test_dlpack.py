@@ -154,19 +154,10 @@ def test_the_retry_chains_its_error_as_python_would_with_no_cycle():
         e = e.__context__
     assert [type(e).__name__ for e in chain] == ["ValueError", "TypeError"]
     # A retry that succeeds leaves no exception behind, and sys.exc_info() is as before.
-    arr = np.arange(3.0)
-
-    class Old:
-        def __dlpack_device__(self):
-            return (1, 0)
-
-        def __dlpack__(self, stream=None):
-            return arr.__dlpack__()
-
     try:
         raise KeyError("outer")
     except KeyError as outer:
-        assert np.asarray(cai.from_dlpack(Old())).tolist() == [0.0, 1.0, 2.0]
+        assert np.asarray(cai.from_dlpack(Legacy(np.arange(3.0)))).tolist() == [0.0, 1.0, 2.0]
         assert sys.exc_info()[1] is outer
 
 
