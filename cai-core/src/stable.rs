@@ -1,5 +1,6 @@
 //! [`StableVec`]: a growable host buffer whose exported memory is never freed early.
 
+use std::collections::TryReserveError;
 use std::ops::{Deref, DerefMut};
 
 use crate::buffer::HostBuffer;
@@ -62,36 +63,104 @@ impl<T: Copy> StableVec<T> {
 
     /// Room for `additional` more elements; moves to a new allocation (keeping the old one)
     /// when the current one is too small.
+    ///
+    /// # Panics
+    ///
+    /// When the capacity would exceed `isize::MAX` bytes or the allocator fails (where
+    /// `Vec` would abort the process). For sizes that come from outside the program (a
+    /// Python argument), use [`try_reserve`](Self::try_reserve) and the other `try_`
+    /// methods, which return the failure instead.
     pub fn reserve(&mut self, additional: usize) {
-        let needed = self.current.len().saturating_add(additional);
-        if needed <= self.current.capacity() {
-            return;
+        if let Err(e) = self.try_reserve(additional) {
+            panic!("StableVec: {e}");
         }
-        let capacity = needed.max(self.current.capacity().saturating_mul(2));
-        let mut moved = Vec::with_capacity(capacity);
+    }
+
+    /// Room for `additional` more elements, as [`reserve`](Self::reserve) makes it, or the
+    /// error when the capacity would exceed `isize::MAX` bytes or the allocator fails. On
+    /// an error nothing changed: the elements, the allocation and the retired ones are
+    /// as they were.
+    pub fn try_reserve(&mut self, additional: usize) -> Result<(), TryReserveError> {
+        let len = self.current.len();
+        let Some(needed) = len.checked_add(additional) else {
+            // `Vec` reports the overflow, and changes nothing.
+            return self.current.try_reserve(additional);
+        };
+        if needed <= self.current.capacity() {
+            return Ok(());
+        }
+        // Room for the retired allocation first, so that a failure below leaves nothing
+        // half done.
+        if self.current.capacity() > 0 {
+            self.retired.try_reserve(1)?;
+        }
+        // Twice the capacity when the allocator can give it (amortized growth), else
+        // exactly what is needed.
+        let mut moved = Vec::new();
+        let doubled = needed.max(self.current.capacity().saturating_mul(2));
+        if moved.try_reserve_exact(doubled).is_err() {
+            moved.try_reserve_exact(needed)?;
+        }
         moved.extend_from_slice(&self.current);
         let old = std::mem::replace(&mut self.current, moved);
         if old.capacity() > 0 {
             self.retired.push(old);
         }
+        Ok(())
     }
 
     /// Appends an element.
+    ///
+    /// # Panics
+    ///
+    /// As [`reserve`](Self::reserve).
     pub fn push(&mut self, value: T) {
         self.reserve(1);
         self.current.push(value);
     }
 
+    /// Appends an element, or returns the error of [`try_reserve`](Self::try_reserve)
+    /// with nothing changed.
+    pub fn try_push(&mut self, value: T) -> Result<(), TryReserveError> {
+        self.try_reserve(1)?;
+        self.current.push(value);
+        Ok(())
+    }
+
     /// Appends the elements of `values`.
+    ///
+    /// # Panics
+    ///
+    /// As [`reserve`](Self::reserve).
     pub fn extend_from_slice(&mut self, values: &[T]) {
         self.reserve(values.len());
         self.current.extend_from_slice(values);
     }
 
+    /// Appends the elements of `values`, or returns the error of
+    /// [`try_reserve`](Self::try_reserve) with nothing changed.
+    pub fn try_extend_from_slice(&mut self, values: &[T]) -> Result<(), TryReserveError> {
+        self.try_reserve(values.len())?;
+        self.current.extend_from_slice(values);
+        Ok(())
+    }
+
     /// Makes the length `len`, filling new elements with `value`.
+    ///
+    /// # Panics
+    ///
+    /// As [`reserve`](Self::reserve).
     pub fn resize(&mut self, len: usize, value: T) {
         self.reserve(len.saturating_sub(self.current.len()));
         self.current.resize(len, value);
+    }
+
+    /// Makes the length `len`, filling new elements with `value`, or returns the error of
+    /// [`try_reserve`](Self::try_reserve) with nothing changed.
+    pub fn try_resize(&mut self, len: usize, value: T) -> Result<(), TryReserveError> {
+        self.try_reserve(len.saturating_sub(self.current.len()))?;
+        self.current.resize(len, value);
+        Ok(())
     }
 
     /// Shortens the buffer to `len` elements (the allocation stays).
@@ -212,5 +281,31 @@ mod tests {
         unsafe { v.release_retired() };
         assert_eq!(v.retired_bytes(), 0);
         assert_eq!(v.iter().copied().collect::<StableVec<u32>>(), v);
+    }
+
+    #[test]
+    fn a_failed_growth_changes_nothing() {
+        let mut v = StableVec::from(vec![1u64, 2, 3]);
+        let (address, capacity) = (v.as_ptr(), v.capacity());
+        // Past usize::MAX elements, past isize::MAX bytes, and past any address space
+        // (2**55 bytes: the allocator fails).
+        for additional in [usize::MAX, usize::MAX / 8, 1 << 52] {
+            assert!(v.try_reserve(additional).is_err(), "{additional}");
+            assert!(v.try_resize(3 + additional.min(usize::MAX - 3), 9).is_err(), "{additional}");
+        }
+        assert!(v.try_extend_from_slice(&[]).is_ok());
+        assert_eq!((v.as_slice(), v.as_ptr(), v.capacity()), (&[1, 2, 3][..], address, capacity));
+        assert_eq!(v.retired_bytes(), 0);
+        v.try_push(4).unwrap();
+        v.try_extend_from_slice(&[5, 6]).unwrap();
+        v.try_resize(8, 7).unwrap();
+        assert_eq!(v.as_slice(), [1, 2, 3, 4, 5, 6, 7, 7]);
+        assert_eq!(v.retired_bytes(), (3 + 6) * 8, "the allocations of 3 and of 6 elements, kept");
+    }
+
+    #[test]
+    #[should_panic(expected = "StableVec: memory allocation failed")]
+    fn infallible_growth_panics_instead_of_aborting() {
+        StableVec::<u64>::new().resize(1 << 52, 0);
     }
 }

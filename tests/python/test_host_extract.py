@@ -248,6 +248,18 @@ def test_a_mutable_view_refuses_elements_reached_twice():
     assert fx.host_nd_elements(overlapping) == [0, 0, 0, 0, 0, 0]
 
 
+def test_a_stable_vec_that_cannot_grow_raises_and_changes_nothing():
+    g = fx.GrowingVector([1.0, 2.0, 3.0])
+    a = np.asarray(g)
+    first = g.address()
+    # 2**60 more f64 exceed the address space; 2**52 (32 PiB) no allocator gives.
+    for n in (2**64 - 1, 2**60, 2**52):
+        with pytest.raises(MemoryError, match=f"extend: {n} more values: memory allocation failed"):
+            g.extend(n, 7.0)
+    assert g.address() == first and g.retired_bytes() == 0
+    assert np.asarray(g).tolist() == a.tolist() == [1.0, 2.0, 3.0]
+
+
 def test_views_of_other_modules_are_cai_classes():
     cloud = fx.HostCloud(3)
     assert isinstance(cloud.xyz, cai.HostArray) and type(cloud.xyz) is cai.HostArray

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use cai_core::{ArrayInterface, CudaArrayInterface, StableVec};
 use cai_py::{Ix2, PyCudaArrayRo, PyCudaArrayRw, PyHostArrayRo, PyHostArrayRw};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+use pyo3::exceptions::{PyMemoryError, PyOverflowError};
 use pyo3::prelude::*;
 
 /// A `rows` x `cols` image of f32 in host memory.
@@ -30,8 +31,10 @@ struct Image {
 #[pymethods]
 impl Image {
     #[new]
-    fn new(rows: usize, cols: usize) -> Self {
-        Image { pixels: StableVec::from(vec![0.0; rows * cols]), shape: [rows, cols] }
+    fn new(rows: usize, cols: usize) -> PyResult<Self> {
+        let mut pixels = StableVec::new();
+        pixels.try_resize(pixel_count(rows, cols)?, 0.0).map_err(|e| no_memory(rows, cols, e))?;
+        Ok(Image { pixels, shape: [rows, cols] })
     }
 
     /// The address of the first pixel, as Rust holds it.
@@ -40,10 +43,17 @@ impl Image {
     }
 
     /// Adds `rows` rows of `value`. The pixels may move to a larger allocation; views made
-    /// earlier keep reading the old one, which the image keeps until it is dropped.
-    fn add_rows(&mut self, rows: usize, value: f32) {
-        self.shape[0] += rows;
-        self.pixels.resize(self.shape[0] * self.shape[1], value);
+    /// earlier keep reading the old one, which the image keeps until it is dropped. A size
+    /// past the address space is an `OverflowError`, memory that cannot be had a
+    /// `MemoryError`; the image is unchanged then.
+    fn add_rows(&mut self, rows: usize, value: f32) -> PyResult<()> {
+        let [old, cols] = self.shape;
+        let total = old.checked_add(rows).ok_or_else(|| {
+            PyOverflowError::new_err(format!("add_rows: {old} + {rows} rows are too many to address"))
+        })?;
+        self.pixels.try_resize(pixel_count(total, cols)?, value).map_err(|e| no_memory(total, cols, e))?;
+        self.shape[0] = total;
+        Ok(())
     }
 
     /// Sets every pixel to `value` (from Rust).
@@ -55,6 +65,18 @@ impl Image {
     fn sum(&self) -> f64 {
         self.pixels.iter().map(|&p| f64::from(p)).sum()
     }
+}
+
+/// The number of pixels of a `rows` x `cols` image, or the `OverflowError` of one whose
+/// bytes could not be addressed.
+fn pixel_count(rows: usize, cols: usize) -> PyResult<usize> {
+    rows.checked_mul(cols)
+        .filter(|&n| n.checked_mul(std::mem::size_of::<f32>()).is_some_and(|bytes| bytes <= isize::MAX as usize))
+        .ok_or_else(|| PyOverflowError::new_err(format!("a {rows} x {cols} image of f32 is too large to address")))
+}
+
+fn no_memory(rows: usize, cols: usize, e: std::collections::TryReserveError) -> PyErr {
+    PyMemoryError::new_err(format!("no memory for a {rows} x {cols} image of f32: {e}"))
 }
 
 fn driver_error(e: impl std::fmt::Display) -> PyErr {
@@ -84,7 +106,7 @@ impl DeviceImage {
     #[new]
     fn new(rows: usize, cols: usize) -> PyResult<Self> {
         let stream = context()?.new_stream().map_err(driver_error)?;
-        let pixels = stream.alloc_zeros::<f32>(rows * cols).map_err(driver_error)?;
+        let pixels = stream.alloc_zeros::<f32>(pixel_count(rows, cols)?).map_err(driver_error)?;
         Ok(DeviceImage { pixels, shape: [rows, cols], stream })
     }
 

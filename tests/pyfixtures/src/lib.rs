@@ -193,9 +193,13 @@ impl GrowingVector {
         GrowingVector { values: values.into() }
     }
 
-    /// Appends `n` copies of `value` (the buffer may move).
-    fn extend(&mut self, n: usize, value: f64) {
-        self.values.resize(self.values.len() + n, value);
+    /// Appends `n` copies of `value` (the buffer may move); a `MemoryError` when the
+    /// memory cannot be had, with nothing changed.
+    fn extend(&mut self, n: usize, value: f64) -> PyResult<()> {
+        let len = self.values.len().saturating_add(n);
+        self.values
+            .try_resize(len, value)
+            .map_err(|e| pyo3::exceptions::PyMemoryError::new_err(format!("extend: {n} more values: {e}")))
     }
 
     fn address(&self) -> usize {
