@@ -36,7 +36,8 @@ pub struct ExportOptions {
     /// `Some(true)`: always export `stream: None` (the producer's opt-out: the user orders
     /// the work). `Some(false)`: report the stream.
     pub stream_none: Option<bool>,
-    /// `Some(2)`: export version 2, without a stream. `Some(3)`: the derived version.
+    /// `Some(2)`: export version 2, without a stream. `Some(3)`: the derived version. Any
+    /// other version makes the export raise `ValueError`.
     pub version: Option<u32>,
 }
 
@@ -46,6 +47,18 @@ impl ExportOptions {
         ExportOptions {
             stream_none: self.stream_none.or(defaults.stream_none),
             version: self.version.or(defaults.version),
+        }
+    }
+
+    /// These options, or the `ValueError` of a version other than 2 or 3 (which the
+    /// fields, being public, can hold; `cai.configure` and the environment refuse it).
+    pub(crate) fn checked(self) -> PyResult<ExportOptions> {
+        match self.version {
+            None | Some(2 | 3) => Ok(self),
+            Some(v) => {
+                Err(Problem::value_error(format!("export_version: {v} is not 2 or 3 (the object's ExportOptions)"))
+                    .into())
+            }
         }
     }
 

@@ -38,15 +38,28 @@ fn with_options<T: PyClass>(
     options: impl FnOnce(&T) -> ExportOptions,
 ) -> PyResult<(cai_core::Descriptor, ExportOptions)> {
     let (descriptor, own) = {
-        let this = slf.try_borrow()?;
+        let this = borrow(slf)?;
         (read(&this)?, options(&this))
     };
-    Ok((descriptor, own.or(crate::config::get(slf.py())?.export)))
+    Ok((descriptor, own.or(crate::config::get(slf.py())?.export).checked()?))
+}
+
+/// `slf`, borrowed for an export. While a method holding `&mut self` runs (and calls
+/// Python code that asks for the interface), the object cannot describe its memory: a
+/// `BufferError`, as for a `bytearray` being resized, not pyo3's `RuntimeError`.
+fn borrow<'py, T: PyClass>(slf: &Bound<'py, T>) -> PyResult<PyRef<'py, T>> {
+    slf.try_borrow().map_err(|_| {
+        Problem::buffer_error(format!(
+            "a '{}' cannot export its memory while a method that changes it (one taking `&mut self`) runs",
+            <T as PyClass>::NAME
+        ))
+        .into()
+    })
 }
 
 /// `__array_interface__` of a derived `#[pyclass]`.
 pub fn host_interface<'py, T: PyClass + ArrayInterface>(slf: &Bound<'py, T>) -> PyResult<Bound<'py, PyDict>> {
-    let descriptor = slf.try_borrow()?.array_interface().map_err(to_py_err)?;
+    let descriptor = borrow(slf)?.array_interface().map_err(to_py_err)?;
     interface_dict(slf.as_any(), &descriptor, Interface::Host, None)
 }
 
@@ -70,7 +83,7 @@ pub fn cuda_dlpack<'py, T: PyClass + CudaArrayInterface>(
 
 /// `__dlpack_device__` of a derived `#[pyclass]` exporting device memory.
 pub fn cuda_dlpack_device<T: PyClass + CudaArrayInterface>(slf: &Bound<'_, T>) -> PyResult<(i32, i32)> {
-    let descriptor = slf.try_borrow()?.cuda_array_interface().map_err(to_py_err)?;
+    let descriptor = borrow(slf)?.cuda_array_interface().map_err(to_py_err)?;
     let extent = descriptor.validate().map_err(to_py_err)?;
     let d = crate::dlpack::device(slf.py(), &descriptor, extent, crate::dlpack::Memory::Device)?;
     Ok((d.device_type, d.device_id))
@@ -84,7 +97,7 @@ pub fn host_dlpack<'py, T: PyClass + ArrayInterface>(
     dl_device: Option<&Bound<'py, PyAny>>,
     copy: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let descriptor = slf.try_borrow()?.array_interface().map_err(to_py_err)?;
+    let descriptor = borrow(slf)?.array_interface().map_err(to_py_err)?;
     let extent = descriptor.validate().map_err(to_py_err)?;
     let request = crate::dlpack::Request { stream, max_version, dl_device, copy };
     crate::dlpack::export(slf.as_any(), &descriptor, extent, crate::dlpack::Memory::Host, request, None)
@@ -114,7 +127,7 @@ pub fn cuda_named<'py, T: PyClass + NamedCudaArrays>(
 
 /// The named host array `name` of a derived `#[pyclass]`, as a view keeping the object alive.
 pub fn host_named<'py, T: PyClass + NamedArrays>(slf: &Bound<'py, T>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-    let descriptor = slf.try_borrow()?.array(name).ok_or_else(|| unknown(name))?.map_err(to_py_err)?;
+    let descriptor = borrow(slf)?.array(name).ok_or_else(|| unknown(name))?.map_err(to_py_err)?;
     HostArray::from_descriptor(slf.as_any(), descriptor)
 }
 

@@ -235,3 +235,24 @@ def test_every_read_of_a_views_dict_is_a_new_copy_whatever_the_last_did_to_its_o
     copies[0]["shape"] = (6,)
     assert copies[1]["shape"] == (2, 3) and host.__array_interface__["shape"] == (2, 3)
     np.testing.assert_array_equal(np.asarray(host), np.arange(6, dtype=np.int16).reshape(2, 3))
+
+
+def test_an_export_version_other_than_2_or_3_is_refused():
+    for version in (0, 1, 4, 7):
+        d = fx.OptionsDevice(DEVICE, 4, 5, version=version)
+        message = rf"export_version: {version} is not 2 or 3 \(the object's ExportOptions\)"
+        with pytest.raises(ValueError, match=message):
+            d.__cuda_array_interface__
+        with pytest.raises(ValueError, match=message):
+            d.__dlpack__()
+    for version in (None, 2, 3):
+        assert fx.OptionsDevice(DEVICE, 4, 5, version=version).__cuda_array_interface__["version"] == (version or 3)
+
+
+def test_no_export_while_a_method_changes_the_object():
+    m = fx.DeviceMatrix(DEVICE, 12, [3, 4])
+    reads = [lambda: m.__cuda_array_interface__, lambda: m.__dlpack__(), lambda: m.__dlpack_device__()]
+    for read in reads:
+        with pytest.raises(BufferError, match="a 'DeviceMatrix' cannot export its memory while a method that changes it"):
+            m.while_changing(read)
+    assert m.__cuda_array_interface__["shape"] == (3, 4)

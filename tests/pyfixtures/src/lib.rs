@@ -294,6 +294,11 @@ impl DeviceMatrix {
         self.stream = stream_of(stream)?;
         Ok(())
     }
+
+    /// Calls `f` while holding `&mut self`, as a method changing the array would.
+    fn while_changing(&mut self, f: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        Ok(f.call0()?.unbind())
+    }
 }
 
 /// A device array whose export options are set per object.
