@@ -435,6 +435,23 @@ pub(crate) fn check<T: Element, D: Dimension, A: Access>(parsed: &Parsed, memory
         ))
         .into());
     }
+    // A stride of 0 on an axis of more than one element gives its elements one address
+    // (a broadcast or `as_strided` array): writes to them race (PyTorch refuses such
+    // tensors for in-place operations on the same ground). An array that reaches no byte
+    // has nothing to share.
+    if A::WRITABLE && !parsed.extent.is_empty() {
+        let strides = d.strides.as_deref().unwrap_or_default();
+        if let Some(axis) = strides.iter().zip(&d.shape).position(|(&s, &n)| s == 0 && n > 1) {
+            return Err(Problem::buffer_error(format!(
+                "strides: {} give axis {axis} (of {} elements) stride 0, so its elements share memory; expected {} \
+                 whose elements are distinct (pass a copy)",
+                crate::error::py_tuple(strides),
+                d.shape[axis],
+                expectation::<T, D, A>(memory)
+            ))
+            .into());
+        }
+    }
     Ok(())
 }
 

@@ -22,6 +22,17 @@ def test_accepts_any_producer():
     assert fx.describe_f32(fx.DeviceMatrix(PTR, 12, [4, 3]).__cuda_array_interface__ and Producer(cai_dict(shape=(4, 3))))[1] == [4, 3]
 
 
+def test_a_writing_argument_refuses_elements_sharing_memory():
+    # A broadcast axis (stride 0 over several elements): the writes of its elements race.
+    d = cai_dict(shape=(3, 4), ptr=PTR, strides=(0, 4))
+    with pytest.raises(BufferError, match=r"strides: \(0, 4\) give axis 0 \(of 3 elements\) stride 0, so its elements share memory; expected a writable CUDA array of '<f4'"):
+        fx.add_into(Producer(d), Producer(cai_dict(shape=(3, 4), ptr=PTR + 4096)))
+    # Reading it is fine, and so is stride 0 on an axis of one element.
+    assert fx.describe_f32(Producer(d))[2] == [0, 4]
+    one = cai_dict(shape=(1, 4), ptr=PTR, strides=(0, 4))
+    assert fx.add_into(Producer(one), Producer(cai_dict(shape=(1, 4), ptr=PTR + 4096))) is not None
+
+
 def test_fixed_dimensions():
     assert fx.dims_f32_2d(Producer(cai_dict(shape=(5, 2)))) == [5, 2]
     with pytest.raises(TypeError, match=r"expected a CUDA array of '<f4' with 2 dimensions, received a writable array of '<f4' with shape \(5,\) \(wrong number of dimensions\)"):

@@ -248,6 +248,15 @@ def test_a_mutable_view_refuses_elements_reached_twice():
     assert fx.host_nd_elements(overlapping) == [0, 0, 0, 0, 0, 0]
 
 
+def test_a_writing_host_argument_refuses_a_broadcast_array():
+    base = np.zeros(4, dtype=np.float32)
+    broadcast = np.lib.stride_tricks.as_strided(base, shape=(3, 4), strides=(0, 4))
+    assert broadcast.flags.writeable
+    with pytest.raises(BufferError, match=r"strides: \(0, 4\) give axis 0 \(of 3 elements\) stride 0"):
+        fx.host_scale(broadcast, 2.0)
+    assert base.tolist() == [0.0] * 4
+
+
 def test_a_stable_vec_that_cannot_grow_raises_and_changes_nothing():
     g = fx.GrowingVector([1.0, 2.0, 3.0])
     a = np.asarray(g)
