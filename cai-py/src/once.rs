@@ -58,19 +58,31 @@ pub(crate) enum Package<'py> {
 
 /// Looks `cai._cai.<name>` up. Importing runs Python code; an exception that must
 /// propagate does, any other means [`Package::Missing`].
+///
+/// The package is imported, and its extension module read as its attribute: importing
+/// `cai._cai` by name takes the submodule's import lock before the package's, the
+/// reverse of an `import cai` running on another thread, and importlib breaks such a
+/// cycle by failing one of the two imports (`_DeadlockError`). Importing the package
+/// alone waits for that other import to finish.
 pub(crate) fn package_attr<'py>(py: Python<'py>, name: &str) -> PyResult<Package<'py>> {
-    let module = match py.import("cai._cai") {
-        Ok(module) => module,
+    let package = match py.import("cai") {
+        Ok(package) => package,
         Err(e) if crate::parse::must_propagate(py, &e) => return Err(e),
         Err(_) => return Ok(Package::Missing),
     };
-    match module.getattr_opt(name) {
+    let found = package.getattr_opt("_cai").and_then(|module| match module {
+        Some(module) => module.getattr_opt(name),
+        None => Ok(None),
+    });
+    match found {
         Ok(Some(value)) => return Ok(Package::Found(value)),
         Err(e) if crate::parse::must_propagate(py, &e) => return Err(e),
         Ok(None) | Err(_) => {}
     }
-    // importlib sets `__spec__._initializing` while it executes a module.
-    let initializing = module
+    // importlib sets `__spec__._initializing` while it executes a module: while the
+    // package's `__init__` runs (and the extension module it imports), what it will
+    // hold may not be there yet.
+    let initializing = package
         .getattr_opt("__spec__")
         .and_then(|spec| match spec {
             Some(spec) if !spec.is_none() => spec.getattr_opt("_initializing"),

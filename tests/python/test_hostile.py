@@ -1315,6 +1315,49 @@ def test_a_module_that_calls_in_while_cai_is_being_imported_still_shares_its_opt
     assert out == {"inner": ["ok"], "version": 2}
 
 
+def test_a_first_export_on_one_thread_never_fails_an_import_of_cai_on_another():
+    # A module's first export looks the `cai` package up. Imported as `cai._cai`, the
+    # lookup took the submodule's import lock before the package's, the reverse of an
+    # `import cai` on another thread; importlib broke that cycle by failing one of the two
+    # imports (`_DeadlockError`, in about one run of four).
+    code = textwrap.dedent(
+        """
+        import sys, threading
+        sys.setswitchinterval(1e-6)
+        import cai_fixtures as fx
+        assert "cai" not in sys.modules
+        m = fx.DeviceMatrix(0x7F0000000000, 4, [4])
+        barrier, out = threading.Barrier(2), []
+        def export():
+            barrier.wait()
+            try:
+                out.append(("export", m.__cuda_array_interface__["shape"]))
+            except BaseException as e:
+                out.append(("export", repr(e)))
+        def importer():
+            barrier.wait()
+            try:
+                import cai
+                out.append(("import", cai.__name__))
+            except BaseException as e:
+                out.append(("import", repr(e)))
+        threads = [threading.Thread(target=export), threading.Thread(target=importer)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        print(sorted(out))
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAI_")}
+    env.update(CAI_CHECK_POINTERS="0", PYTHONFAULTHANDLER="1")
+    runs = [
+        subprocess.Popen([sys.executable, "-c", code], cwd=HERE, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for _ in range(16)
+    ]
+    for r in runs:
+        output = r.communicate(timeout=120)[0]
+        assert r.returncode == 0 and output.strip() == "[('export', (4,)), ('import', 'cai')]", output[-4000:]
+
+
 def test_a_template_seen_while_it_was_built_is_not_the_one_exports_copy():
     # The dict an export builds is tracked by the collector from its first tuple on; a
     # collection that the next allocation starts runs finalizers, which may find the dict
