@@ -280,7 +280,7 @@ fn describe(device: DLDevice) -> String {
 const HOST: DLDevice = DLDevice { device_type: device_type::CPU, device_id: 0 };
 
 /// What a `__dlpack__` call asks for.
-struct Wanted {
+pub(crate) struct Wanted {
     /// A versioned capsule (`max_version` 1.0 or later).
     versioned: bool,
     copy: Option<bool>,
@@ -288,6 +288,14 @@ struct Wanted {
     stream: Option<Stream>,
     /// The device asked for, when one was.
     device: Option<DLDevice>,
+}
+
+impl Request<'_, '_> {
+    /// What the arguments ask for. Read first, before the exporter describes its array:
+    /// they may run Python code (an `__index__`) that changes the exporting object.
+    pub(crate) fn read(&self, memory: Memory) -> PyResult<Wanted> {
+        Wanted::read(self, memory)
+    }
 }
 
 impl Wanted {
@@ -649,11 +657,11 @@ pub(crate) fn export<'py>(
     descriptor: &Descriptor,
     extent: Extent,
     memory: Memory,
-    request: Request<'_, 'py>,
+    wanted: Wanted,
     cache: Option<&OnceLock<Layout>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = owner.py();
-    let Wanted { versioned, copy, stream, device: wanted } = Wanted::read(&request, memory)?;
+    let Wanted { versioned, copy, stream, device: wanted } = wanted;
     // An array DLPack cannot carry is refused before any side effect (ordering, copies).
     let mut scratch = None;
     let layout = Layout::get(descriptor, cache, &mut scratch)?;

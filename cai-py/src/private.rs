@@ -37,11 +37,14 @@ fn with_options<T: PyClass>(
     read: impl FnOnce(&T) -> PyResult<cai_core::Descriptor>,
     options: impl FnOnce(&T) -> ExportOptions,
 ) -> PyResult<(cai_core::Descriptor, ExportOptions)> {
+    // The process-wide options first: the first use imports the `cai` package, which runs
+    // Python code that may change the object.
+    let defaults = crate::config::get(slf.py())?.export;
     let (descriptor, own) = {
         let this = borrow(slf)?;
         (read(&this)?, options(&this))
     };
-    Ok((descriptor, own.or(crate::config::get(slf.py())?.export).checked()?))
+    Ok((descriptor, own.or(defaults).checked()?))
 }
 
 /// `slf`, borrowed for an export. While a method holding `&mut self` runs (and calls
@@ -74,11 +77,13 @@ pub fn cuda_dlpack<'py, T: PyClass + CudaArrayInterface>(
     dl_device: Option<&Bound<'py, PyAny>>,
     copy: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    // The arguments first: their Python code (an `__index__`) may change the object.
+    let memory = crate::dlpack::Memory::Device;
+    let wanted = crate::dlpack::Request { stream, max_version, dl_device, copy }.read(memory)?;
     let (mut descriptor, options) = with_options(slf, |this| this.cuda_array_interface().map_err(to_py_err), options)?;
     options.apply_to_dlpack(&mut descriptor);
     let extent = descriptor.validate().map_err(to_py_err)?;
-    let request = crate::dlpack::Request { stream, max_version, dl_device, copy };
-    crate::dlpack::export(slf.as_any(), &descriptor, extent, crate::dlpack::Memory::Device, request, None)
+    crate::dlpack::export(slf.as_any(), &descriptor, extent, memory, wanted, None)
 }
 
 /// `__dlpack_device__` of a derived `#[pyclass]` exporting device memory.
@@ -97,10 +102,12 @@ pub fn host_dlpack<'py, T: PyClass + ArrayInterface>(
     dl_device: Option<&Bound<'py, PyAny>>,
     copy: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    // The arguments first: their Python code (an `__index__`) may change the object.
+    let memory = crate::dlpack::Memory::Host;
+    let wanted = crate::dlpack::Request { stream, max_version, dl_device, copy }.read(memory)?;
     let descriptor = borrow(slf)?.array_interface().map_err(to_py_err)?;
     let extent = descriptor.validate().map_err(to_py_err)?;
-    let request = crate::dlpack::Request { stream, max_version, dl_device, copy };
-    crate::dlpack::export(slf.as_any(), &descriptor, extent, crate::dlpack::Memory::Host, request, None)
+    crate::dlpack::export(slf.as_any(), &descriptor, extent, memory, wanted, None)
 }
 
 /// `__dlpack_device__` of a derived `#[pyclass]` exporting host memory: `(kDLCPU, 0)`.

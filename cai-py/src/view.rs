@@ -328,14 +328,15 @@ macro_rules! view_class {
                 unsafe { crate::dlpack::fastcall_arguments(py, args, nargs, kwnames, &mut arguments) }?;
                 let [stream, max_version, dl_device, copy] = arguments;
                 let core = &slf.get().core;
-                let request = crate::dlpack::Request {
+                let wanted = crate::dlpack::Request {
                     stream: stream.as_deref(),
                     max_version: max_version.as_deref(),
                     dl_device: dl_device.as_deref(),
                     copy: copy.as_deref(),
-                };
+                }
+                .read(memory($iface))?;
                 let layout = Some(&slf.get().layout);
-                crate::dlpack::export(slf.as_any(), &core.descriptor, core.extent, memory($iface), request, layout)
+                crate::dlpack::export(slf.as_any(), &core.descriptor, core.extent, memory($iface), wanted, layout)
                     .map(Bound::into_ptr)
             }
 

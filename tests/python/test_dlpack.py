@@ -186,6 +186,42 @@ def test_a_writing_argument_refuses_a_copy_its_producer_flagged():
     assert cai.from_dlpack(p).readonly is False
 
 
+def test_a_derived_export_reads_its_arguments_before_the_object():
+    # An argument's `__index__` may change the object: the capsule describes the object
+    # as it is once the arguments are read, not the buffer it moved out of.
+    class Capsule:
+        def __init__(self, capsule, device=(1, 0)):
+            self.capsule, self.device = capsule, device
+
+        def __dlpack_device__(self):
+            return self.device
+
+        def __dlpack__(self, **kwargs):
+            return self.capsule
+
+    g = fx.GrowingVector([1.0, 2.0, 3.0])
+
+    class Grows:
+        def __index__(self):
+            g.extend(1000, 9.0)
+            return 1
+
+    a = np.from_dlpack(Capsule(g.__dlpack__(max_version=(Grows(), 0))))
+    assert a.shape == (1003,) and address(a) == g.address()
+    a[0] = 42.0
+    assert np.asarray(g)[0] == 42.0
+    cai.configure(check_pointers=False)  # the device's pointers are made up
+    m = fx.DeviceMatrix(0x7F00_0000_0000, 12, [3, 4])
+
+    class Moves:
+        def __index__(self):
+            m.reallocate(0x7F00_0010_0000)
+            return 1
+
+    t = cai.from_dlpack(Capsule(m.__dlpack__(max_version=(Moves(), 0)), (2, 0)))
+    assert t.ptr == 0x7F00_0010_0000
+
+
 def test_named_arrays_and_views_export_too():
     cloud = fx.HostCloud(4)
     xyz, ids = np.from_dlpack(cloud.xyz), np.from_dlpack(cloud.ids)
