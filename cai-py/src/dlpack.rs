@@ -951,6 +951,12 @@ fn import_from(
     let owner = take(&capsule)?;
     let parsed = read_tensor(&owner, reported, stream)?;
     let (versioned, copied) = (owner.get().is_versioned(), owner.get().is_copied());
+    if copied && copy == Some(false) {
+        return Err(buffer_error(
+            "__dlpack__: asked for copy=False, the producer returned a tensor it flagged as a copy (IS_COPIED)"
+                .to_owned(),
+        ));
+    }
     Ok(Ok(Imported { parsed, owner: owner.into_any().unbind(), memory, versioned, copied }))
 }
 

@@ -184,6 +184,10 @@ def test_a_writing_argument_refuses_a_copy_its_producer_flagged():
     # Reading a copy is reading the same values.
     assert fx.host_describe(p)[1] == [2, 2]
     assert cai.from_dlpack(p).readonly is False
+    # Unless copy=False was asked for: the producer was told not to copy.
+    with pytest.raises(BufferError, match=r"asked for copy=False, the producer returned a tensor it flagged as a copy"):
+        cai.from_dlpack(p, copy=False)
+    assert p.copy_asked[-1] is False
 
 
 def test_a_derived_export_reads_its_arguments_before_the_object():
