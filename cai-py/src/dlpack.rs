@@ -294,16 +294,10 @@ impl Request<'_, '_> {
     /// What the arguments ask for. Read first, before the exporter describes its array:
     /// they may run Python code (an `__index__`) that changes the exporting object.
     pub(crate) fn read(&self, memory: Memory) -> PyResult<Wanted> {
-        Wanted::read(self, memory)
-    }
-}
-
-impl Wanted {
-    fn read(request: &Request<'_, '_>, memory: Memory) -> PyResult<Wanted> {
         // The usual call (NumPy's and JAX's `from_dlpack`): only `max_version`, a tuple of
         // two ints, the others absent or None.
-        let usual = some(request.stream).is_none() && some(request.dl_device).is_none() && some(request.copy).is_none();
-        if let (true, Some((major, minor))) = (usual, request.max_version.and_then(exact_int_pair)) {
+        let usual = some(self.stream).is_none() && some(self.dl_device).is_none() && some(self.copy).is_none();
+        if let (true, Some((major, minor))) = (usual, self.max_version.and_then(exact_int_pair)) {
             if major >= 0 && minor >= 0 {
                 return Ok(Wanted { versioned: major >= 1, copy: None, stream: default_stream(memory), device: None });
             }
@@ -311,10 +305,10 @@ impl Wanted {
         // The values' own code (`__index__`, `__repr__` for a message) may call cai again.
         let _nesting = crate::parse::Nesting::enter("the arguments of __dlpack__")?;
         Ok(Wanted {
-            versioned: max_version(request.max_version)?.is_some_and(|(major, _)| major >= 1),
-            copy: copy_flag(request.copy)?,
-            stream: export_stream(request.stream, memory)?,
-            device: dl_device(request.dl_device)?,
+            versioned: max_version(self.max_version)?.is_some_and(|(major, _)| major >= 1),
+            copy: copy_flag(self.copy)?,
+            stream: export_stream(self.stream, memory)?,
+            device: dl_device(self.dl_device)?,
         })
     }
 }
@@ -839,6 +833,14 @@ pub(crate) struct Imported {
     pub(crate) copied: bool,
 }
 
+impl Imported {
+    /// The import of the tensor `owner` took, read as `parsed`, in `memory`.
+    fn new(owner: Bound<'_, DLPackTensor>, parsed: Parsed, memory: Memory) -> Imported {
+        let (versioned, copied) = (owner.get().is_versioned(), owner.get().is_copied());
+        Imported { parsed, owner: owner.into_any().unbind(), memory, versioned, copied }
+    }
+}
+
 fn memory_of(device: DLDevice) -> PyResult<Memory> {
     match device.device_type {
         device_type::CPU | device_type::CUDA_HOST => Ok(Memory::Host),
@@ -950,14 +952,14 @@ fn import_from(
     };
     let owner = take(&capsule)?;
     let parsed = read_tensor(&owner, reported, stream)?;
-    let (versioned, copied) = (owner.get().is_versioned(), owner.get().is_copied());
-    if copied && copy == Some(false) {
+    let imported = Imported::new(owner, parsed, memory);
+    if imported.copied && copy == Some(false) {
         return Err(buffer_error(
             "__dlpack__: asked for copy=False, the producer returned a tensor it flagged as a copy (IS_COPIED)"
                 .to_owned(),
         ));
     }
-    Ok(Ok(Imported { parsed, owner: owner.into_any().unbind(), memory, versioned, copied }))
+    Ok(Ok(imported))
 }
 
 /// Runs `f` with `handled` as the exception being handled (`sys.exc_info()`), as in an
@@ -1031,8 +1033,7 @@ pub(crate) fn import_numpy(obj: &Bound<'_, PyAny>) -> PyResult<Option<Imported>>
     };
     let owner = take(&capsule)?;
     let parsed = read_tensor(&owner, DLDevice { device_type: device_type::CPU, device_id: 0 }, None)?;
-    let (versioned, copied) = (owner.get().is_versioned(), owner.get().is_copied());
-    Ok(Some(Imported { parsed, owner: owner.into_any().unbind(), memory: Memory::Host, versioned, copied }))
+    Ok(Some(Imported::new(owner, parsed, Memory::Host)))
 }
 
 /// Takes the tensor out of a capsule (renaming it `used_...`), into a [`DLPackTensor`].
