@@ -277,9 +277,10 @@ fn expand_block(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream
         let view = quote!(#py::Bound<'py, #py::PyAny>);
         let index = table.push(
             quote!(for<'py> fn(&#py::Bound<'py, Self>, &::core::primitive::str) -> #py::PyResult<#view>),
-            match named.host {
-                false => quote_spanned!(span=> |slf, name| #at::#call(slf, name, #options)),
-                true => quote_spanned!(span=> |slf, name| #at::#call(slf, name)),
+            if named.host {
+                quote_spanned!(span=> |slf, name| #at::#call(slf, name))
+            } else {
+                quote_spanned!(span=> |slf, name| #at::#call(slf, name, #options))
             },
         );
         let texts: Vec<String> = named.names.iter().map(|n| n.unraw().to_string()).collect();
