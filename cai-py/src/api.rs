@@ -3,7 +3,7 @@
 use cai_core::sync::SyncPolicy;
 use cai_core::Stream;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyString};
+use pyo3::types::{PyBool, PyDict, PyInt, PyString};
 
 use crate::config::{self, Config};
 use crate::error::{received, Problem};
@@ -403,6 +403,14 @@ pub fn configure<'py>(
                 IntLike::Value(2) => Some(2),
                 IntLike::Value(3) => Some(3),
                 IntLike::NotInt => return Err(wrong_type()?),
+                // An int-like's message says what its `__index__` gave as well.
+                IntLike::Value(n) if !v.is_exact_instance_of::<PyInt>() => {
+                    return Err(Problem::value_error(format!(
+                        "export_version: {} gave {n}, which is not 2 or 3",
+                        received(v)?
+                    ))
+                    .into())
+                }
                 _ => return Err(Problem::value_error(format!("export_version: {} is not 2 or 3", received(v)?)).into()),
             }
         }
