@@ -365,6 +365,30 @@ pub fn cudarc_context(ordinal: i32) -> std::result::Result<Arc<CudaContext>, Dri
     Ok(context)
 }
 
+/// A new stream of cudarc's in `context` (destroyed when its last `Arc` goes), on which
+/// work runs after the work queued so far on `from`, a stream of that context (the
+/// per-thread default stream of the calling thread, for one).
+///
+/// It is forked from `from` (an event recorded there and waited on), in the relaxed
+/// capture mode, rather than made with cudarc's `new_stream`: for a context's first
+/// stream, that synchronizes the whole context, a host wait that fails, and invalidates
+/// the capture, while any stream of the device captures a graph. A capturing `from` is
+/// refused, as [`order`] refuses it.
+pub fn cudarc_stream_after(
+    context: &Arc<CudaContext>,
+    from: Stream,
+) -> std::result::Result<Arc<CudaStream>, DriverError> {
+    let backend = DriverBackend::of_context(context)?;
+    let located = Located { stream: from, context: context.cu_ctx() as usize };
+    crate::sync::plan(backend.capture(located)?, Capture::Idle, from, &"a new stream")?;
+    let handle = raw_stream(from)?;
+    let _scope = Scope::enter(None)?;
+    // SAFETY: `from` is a stream of `context` that the caller keeps alive for this call;
+    // the wrapper does not own it, so dropping the wrapper destroys nothing.
+    let borrowed = unsafe { context.wrap_borrowed_stream(handle) };
+    borrowed.fork().map_err(|e| call_error("cuStreamCreate, cuEventRecord or cuStreamWaitEvent (cudarc's fork)", e))
+}
+
 /// How a [`DriverBackend`] locates the default streams 1 and 2.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Defaults {

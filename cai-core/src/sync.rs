@@ -240,6 +240,30 @@ pub(crate) fn implicit_error(stream: Stream) -> DriverError {
     ))
 }
 
+/// How the work queued on `to` can be ordered after the work queued on `from`, from the
+/// streams' capture states (the module's capture table): `Ok(true)` when the host must
+/// wait (`to` captures a graph that `from` is not part of), `Ok(false)` for an event wait,
+/// and an error where no ordering is possible. `to` names the consumer's stream.
+pub fn plan(
+    produced: Capture,
+    consumed: Capture,
+    from: Stream,
+    to: &dyn std::fmt::Display,
+) -> Result<bool, DriverError> {
+    match (produced, consumed) {
+        (Capture::Implicit, _) => Err(implicit_error(from)),
+        (_, Capture::Implicit) => Err(implicit_error(Stream::LegacyDefault)),
+        (Capture::Active(a), Capture::Active(b)) if a == b => Ok(false),
+        (Capture::Active(a), _) => Err(DriverError::Capture(format!(
+            "the producer's stream {from} is capturing a CUDA graph (capture {a}), so its work runs only when the \
+             graph is launched and {to} cannot be ordered after it; consume the array on the capturing stream (or \
+             another stream of the same capture), or after launching the graph"
+        ))),
+        (Capture::Idle, Capture::Active(_)) => Ok(true),
+        (Capture::Idle, Capture::Idle) => Ok(false),
+    }
+}
+
 /// Orders the work queued on `to` from now on after the work queued on `from` so far,
 /// without blocking the host where the streams allow it (see the module's capture table).
 pub fn order<B: Backend>(
@@ -252,21 +276,7 @@ pub fn order<B: Backend>(
         return Ok(Action::SameStream);
     }
     let (produced, consumed) = (backend.capture(from)?, backend.capture(to)?);
-    let host = match (produced, consumed) {
-        (Capture::Implicit, _) => return Err(implicit_error(from.stream)),
-        (_, Capture::Implicit) => return Err(implicit_error(to.stream)),
-        (Capture::Active(a), Capture::Active(b)) if a == b => false,
-        (Capture::Active(a), _) => {
-            return Err(DriverError::Capture(format!(
-                "the producer's stream {} is capturing a CUDA graph (capture {a}), so its work runs only when the \
-                 graph is launched and stream {} cannot be ordered after it; consume the array on the \
-                 capturing stream (or another stream of the same capture), or after launching the graph",
-                from.stream, to.stream
-            )))
-        }
-        (Capture::Idle, Capture::Active(_)) => true,
-        (Capture::Idle, Capture::Idle) => false,
-    };
+    let host = plan(produced, consumed, from.stream, &format_args!("stream {}", to.stream))?;
     let event = pool.take(backend, from.context)?;
     let result = backend.record(&event, from).and_then(|()| {
         if host {

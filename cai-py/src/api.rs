@@ -52,6 +52,16 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
         if raw == -1 && no_sync {
             return Ok(None);
         }
+        if raw == 0 {
+            // The consumer's stream: None is the legacy default stream here, not "no
+            // synchronization" as in an interface dict.
+            let skip = if no_sync { "-1 for no synchronization" } else { "or sync=False to skip synchronization" };
+            return Err(Problem::value_error(format!(
+                "stream: 0 is disallowed (ambiguous between the legacy and the per-thread default stream); pass \
+                 None or 1 for the legacy default stream, 2 for the per-thread default stream, {skip}"
+            ))
+            .into());
+        }
         let raw = usize::try_from(raw).map_err(|_| Problem::value_error(format!("stream: {raw} is not a stream")))?;
         Stream::from_raw(Some(raw)).map(Some).map_err(|e| Problem::from(e).into())
     };

@@ -85,13 +85,7 @@ impl<T: Element, A: Access> CudaForeign<T, A> {
         let ctx = cuda::cudarc_context(device)?;
         let _keep = KeepCurrent::new();
         let (stream, own_stream) = match stream {
-            Stream::PerThreadDefault => {
-                let own = ctx.new_stream().map_err(|e| DriverError::Invalid(format!("cuStreamCreate: {e}")))?;
-                let backend = DriverBackend::of_context(&ctx)?;
-                let from = Located { stream: Stream::PerThreadDefault, context: ctx.cu_ctx() as usize };
-                order(&backend, event_pool(), from, located(&own))?;
-                (own, true)
-            }
+            Stream::PerThreadDefault => (cuda::cudarc_stream_after(&ctx, Stream::PerThreadDefault)?, true),
             other => {
                 let handle = other.to_raw().unwrap_or(1) as sys::CUstream;
                 // SAFETY: the handle is the producer's stream (or CU_STREAM_LEGACY), which

@@ -352,10 +352,21 @@ mod imp {
         if !needs_sync {
             return Ok(device);
         }
-        let backend = backend_for(d.stream, device).map_err(|e| sync_failure(py, d.stream, &e, options.caller))?;
         let (producer, policy) = (d.stream, options.policy);
-        py.detach(|| import(&backend, event_pool(), producer, consumer, policy))
-            .map_err(|e| sync_failure(py, producer, &e, options.caller))?;
+        // What failed: the host's wait for the producer's stream, or the consumer's
+        // stream's wait (whose stream may be the one the driver refuses).
+        let fail = |e: &DriverError| match policy {
+            SyncPolicy::Wait if consumer != producer => driver_error(
+                py,
+                format!(
+                    "stream: cannot make stream {consumer} wait for the producer's stream {producer}: {e}; {}",
+                    sync_opt_out(options.caller)
+                ),
+            ),
+            _ => sync_failure(py, producer, e, options.caller),
+        };
+        let backend = backend_for(producer, device).map_err(|e| fail(&e))?;
+        py.detach(|| import(&backend, event_pool(), producer, consumer, policy)).map_err(|e| fail(&e))?;
         Ok(device)
     }
 
@@ -538,8 +549,21 @@ mod imp {
         }
         if !options.allow_other_device {
             let consumer = options.consumer.unwrap_or(Stream::LegacyDefault);
-            if let Ok(Some(device)) = cuda::stream_device(consumer) {
-                if device != info.device && info.memory != cuda::MemoryType::Managed {
+            let consumer_device = cuda::stream_device(consumer).map_err(|e| {
+                driver_error(
+                    py,
+                    format!(
+                        "stream: cannot tell the device of the consumer's stream {consumer}, to compare it with that \
+                         of pointer 0x{:x}: {e}; {opt_out}",
+                        d.data
+                    ),
+                )
+            })?;
+            // Managed memory, and pinned host memory (portable under unified addressing),
+            // can be used from every device.
+            let anywhere = matches!(info.memory, cuda::MemoryType::Managed | cuda::MemoryType::Host);
+            if let Some(device) = consumer_device.filter(|_| !anywhere) {
+                if device != info.device {
                     let fix = match options.caller {
                         Caller::Function => "pass allow_other_device=True if the devices have peer access",
                         Caller::Extractor => "make the memory's device current first",

@@ -92,8 +92,14 @@ def test_process_wide_policy_reaches_other_modules():
 def test_bad_policy_and_stream_arguments():
     with pytest.raises(ValueError, match="policy: 'later' is not a sync policy"):
         cai.as_cuda_array(Producer(cai_dict()), policy="later")
-    with pytest.raises(ValueError, match="stream: 0 is disallowed"):
+    # None is the legacy default stream for a consumer's stream, not "no synchronization".
+    with pytest.raises(ValueError, match=r"stream: 0 is disallowed \(ambiguous between the legacy and the per-thread "
+                       r"default stream\); pass None or 1 for the legacy default stream, 2 for the per-thread default "
+                       r"stream, or sync=False to skip synchronization$"):
         cai.as_cuda_array(Producer(cai_dict()), stream=0)
+    with pytest.raises(ValueError, match=r"stream: 0 is disallowed .* 2 for the per-thread default stream, -1 for no "
+                       r"synchronization$"):
+        cai.from_dlpack(fx.DeviceMatrix(PTR, 12, [3, 4]), stream=0)
     with pytest.raises(ValueError, match="stream: -4 is not a stream"):
         cai.as_cuda_array(Producer(cai_dict()), stream=-4)
     with pytest.raises(TypeError, match=r"stream: expected None, an int or a stream object .* received 'x' \(str\)"):

@@ -170,9 +170,38 @@ def test_memory_of_another_device_than_the_consumer_stream_is_refused_unless_all
     with pytest.raises(ValueError, match=rf"^data: pointer 0x{ptr:x} is device memory of device 1, but the consumer's stream 9 works on device 0; pass allow_other_device=True"):
         cai.as_cuda_array(producer(ptr), stream=S9)
     assert cai.as_cuda_array(producer(ptr), stream=S9, allow_other_device=True).ptr == ptr
-    # Managed memory is reachable from every device.
+    # Managed memory is reachable from every device, and so is pinned host memory (portable
+    # under unified addressing, whichever device's context allocated it).
     marr, mptr = fake.array(64, device=1, managed=True)
     assert cai.as_cuda_array(producer(mptr), stream=S9).ptr == mptr
+    harr, hptr = fake.array(64, device=1, kind=fake.HOST)
+    assert cai.as_cuda_array(producer(hptr), stream=S9).ptr == hptr
+
+
+@pytest.mark.parametrize("call", ["cuStreamGetCtx", "cuCtxGetDevice"])
+def test_a_driver_failure_while_comparing_devices_is_a_driver_error(call):
+    # Swallowed, the failure let memory of another device through unchecked.
+    arr, ptr = fake.array(64, device=1)
+    fake.fail(call, 700)
+    try:
+        with pytest.raises(cai.CudaDriverError, match=rf"^stream: cannot tell the device of the consumer's stream 9, to compare it with that of pointer 0x{ptr:x}: {call} failed: CUDA_ERROR_ILLEGAL_ADDRESS \(700\).*check_pointers=False"):
+            cai.as_cuda_array(producer(ptr), stream=S9)
+    finally:
+        fake.fail(call, 0)
+    with pytest.raises(ValueError, match="is device memory of device 1, but the consumer's stream 9 works on device 0"):
+        cai.as_cuda_array(producer(ptr), stream=S9)
+
+
+def test_a_consumer_stream_the_driver_does_not_know_is_named():
+    arr, ptr = fake.array(64)
+    with pytest.raises(cai.CudaDriverError, match=r"^stream: cannot tell the device of the consumer's stream 85, .*: cuStreamGetCtx failed: CUDA_ERROR_INVALID_HANDLE"):
+        cai.as_cuda_array(producer(ptr, stream=S7), stream=0x55)
+    # Unchecked, the wait is what fails: the message names both streams.
+    with pytest.raises(cai.CudaDriverError, match=r"^stream: cannot make stream 85 wait for the producer's stream 7: cuStreamGetCtx failed: CUDA_ERROR_INVALID_HANDLE \(400\): an error of the stand-in driver; pass sync=False"):
+        cai.as_cuda_array(producer(ptr, stream=S7), stream=0x55, check_pointers=False)
+    # The host's wait for the producer does not involve the consumer's stream.
+    with pytest.raises(cai.CudaDriverError, match=r"^stream: cannot synchronize on stream 85: cuStreamGetCtx failed"):
+        cai.as_cuda_array(producer(ptr, stream=0x55), stream=S9, policy="synchronize")
 
 
 def test_the_wait_policy_records_on_the_producer_and_waits_on_the_consumer_reusing_one_event():
@@ -227,7 +256,7 @@ def test_streams_of_two_devices_are_ordered_in_each_stream_context():
 
 def test_a_stream_the_driver_does_not_know_is_a_driver_error_naming_it():
     arr, ptr = fake.array(64)
-    with pytest.raises(cai.CudaDriverError, match=r"^stream: cannot synchronize on stream 85: cuStreamGetCtx failed: CUDA_ERROR_INVALID_HANDLE \(400\)"):
+    with pytest.raises(cai.CudaDriverError, match=r"^stream: cannot make stream 9 wait for the producer's stream 85: cuStreamGetCtx failed: CUDA_ERROR_INVALID_HANDLE \(400\)"):
         cai.as_cuda_array(producer(ptr, stream=0x55), stream=S9)
 
 
@@ -248,7 +277,7 @@ def test_a_capturing_producer_stream_cannot_be_synchronized_or_waited_on_from_ou
 def test_the_legacy_stream_during_a_global_capture_is_refused_with_the_reason():
     arr, ptr = fake.array(64)
     fake.stream(0x13, 0, capture=1, capture_id=5, implicit=True)
-    with pytest.raises(cai.CudaDriverError, match=r"^stream: cannot synchronize on stream 7: the legacy default stream \(stream 1\) cannot be used while a blocking stream of its context is capturing"):
+    with pytest.raises(cai.CudaDriverError, match=r"^stream: cannot make stream 1 wait for the producer's stream 7: the legacy default stream \(stream 1\) cannot be used while a blocking stream of its context is capturing"):
         cai.as_cuda_array(producer(ptr, stream=S7), stream=1)
 
 
@@ -354,6 +383,21 @@ def test_a_cudarc_view_of_an_array_on_the_per_thread_stream_has_a_stream_of_its_
     calls = [c.split()[0] for c in driver_calls() if c.startswith(("cuStream", "cuEventRecord"))]
     assert calls[0] == "cuStreamCreate" and "cuStreamWaitEvent" in calls
     assert calls[-1] == "cuStreamDestroy"
+
+
+def test_a_cudarc_view_with_a_stream_of_its_own_leaves_a_capture_on_the_device_alone():
+    # cudarc's new_stream synchronizes the whole context when it makes the context's first
+    # stream: during a capture, the driver refuses that and invalidates the capture. The
+    # view's stream is forked from the per-thread stream instead.
+    arr, ptr = fake.array(64)
+    fake.stream(0x13, 0, capture=1, capture_id=5)
+    fake.clear_log()
+    assert fx.cudarc_view_owner(producer(ptr, stream=2)) is not None
+    assert fake.calls("cuCtxSynchronize") == []
+    assert fake.capture_status(0x13) == 1
+    calls = [c.split()[0] for c in driver_calls() if c.startswith(("cuStream", "cuEventRecord"))]
+    assert calls[:3] == ["cuStreamCreate", "cuEventRecord", "cuStreamWaitEvent"]
+    assert fake.capture_mode() == 0, "the thread's capture mode is restored"
 
 
 def test_a_dlpack_copy_is_refused_while_the_legacy_stream_would_join_a_capture():

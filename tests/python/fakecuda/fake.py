@@ -20,6 +20,7 @@ if lib is not None:
     lib.fakePointersNeedContext.argtypes = [ctypes.c_int]
     lib.fakeLog.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
     lib.fakeLog.restype = ctypes.c_size_t
+    lib.fakeCaptureStatus.argtypes = [ctypes.c_size_t]
 
 HOST, DEVICE = 1, 2
 
@@ -91,6 +92,11 @@ def current_device():
 
 def capture_mode():
     return lib.fakeCaptureMode()
+
+
+def capture_status(handle):
+    """A registered stream's capture status: 0 none, 1 active, 2 invalidated."""
+    return lib.fakeCaptureStatus(handle)
 
 
 def array(n=64, dtype=np.float32, device=0, **kw):

@@ -39,6 +39,7 @@ enum {
     INVALID_CONTEXT = 201,
     INVALID_HANDLE = 400,
     NOT_FOUND = 500,
+    STREAM_CAPTURE_UNSUPPORTED = 900,
     STREAM_CAPTURE_IMPLICIT = 906,
 };
 
@@ -318,7 +319,20 @@ CUresult cuCtxGetDevice(CUdevice *device) {
 
 CUresult cuCtxSynchronize(void) {
     ENTER("cuCtxSynchronize");
-    return current ? SUCCESS : INVALID_CONTEXT;
+    if (!current) return INVALID_CONTEXT;
+    /* As the driver: the host may not wait for a whole context while a stream of it
+     * captures a graph, and trying invalidates the capture. */
+    int capturing = 0;
+    pthread_mutex_lock(&lock);
+    logf_locked("cuCtxSynchronize %s", context_name(current));
+    for (int i = 0; i < n_streams; i++) {
+        if (streams[i].capture_status == 1 && &contexts[streams[i].device] == current) {
+            streams[i].capture_status = 2;
+            capturing = 1;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return capturing ? STREAM_CAPTURE_UNSUPPORTED : SUCCESS;
 }
 
 CUresult cuStreamGetCtx(CUstream stream, CUcontext *context) {
@@ -668,6 +682,15 @@ int fakeLiveEvents(void) {
 /* The calling thread's current context's device, or -1 for none. */
 int fakeCurrentDevice(void) {
     return current ? current->device : -1;
+}
+
+/* A registered stream's capture status (0 none, 1 active, 2 invalidated), or -1. */
+int fakeCaptureStatus(uintptr_t handle) {
+    pthread_mutex_lock(&lock);
+    struct FakeStream *s = find_stream_locked(handle);
+    int status = s ? (int)s->capture_status : -1;
+    pthread_mutex_unlock(&lock);
+    return status;
 }
 
 int fakeCaptureMode(void) {
