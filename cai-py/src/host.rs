@@ -43,7 +43,8 @@ use crate::extract::{read, shared_accessors, Access, Argument, Dimension, IxDyn,
 /// }
 /// ```
 ///
-/// Slices and views are tracked process-wide, as rust-numpy tracks its borrows: while one
+/// Slices and views are tracked process-wide (across every module built on cai-py), as
+/// rust-numpy tracks its borrows: while one
 /// call holds a slice of some bytes, a slice of the same bytes for another call (made from
 /// a callback the first calls, or on another thread once it releases the GIL) is a
 /// `BufferError` when either may write; the argument gives its slice back when it is
@@ -70,30 +71,149 @@ impl<T: Element, D: Dimension, A: Access> Drop for PyHostArray<'_, T, D, A> {
     }
 }
 
-/// The host memory that Rust code holds as slices or views, across calls and threads (one
-/// scope: any two conflict).
+/// The host memory that Rust code holds as slices or views, across calls, threads and
+/// modules (one scope: any two conflict).
+///
+/// Every extension module built on cai-py links its own copy of this code, and a slice
+/// taken by one module must be seen by the others: the registry's two operations are a
+/// `#[repr(C)]` table, which the first module to take a slice publishes as a capsule in
+/// `sys` (`sys._cai_slices_v1`), and which every module then uses. (rust-numpy shares its
+/// borrow table between modules the same way.)
 mod slices {
+    use std::ffi::{c_void, CStr};
     use std::ops::Range;
-    use std::sync::{Mutex, MutexGuard, PoisonError};
+    use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+
+    use pyo3::{ffi, PyErr, PyResult, Python};
 
     use crate::holds::Holds;
 
+    /// The registry's operations, as every module sees them. `layout` comes first and says
+    /// what follows; a table of another layout (another cai-py's) is not used.
+    #[repr(C)]
+    struct Table {
+        layout: u32,
+        /// Takes `start..end` (`exclusive`: for writing) in place of entry `previous` (0:
+        /// none). Returns the entry's id (never 0), or 0 and the conflicting bytes in `other`.
+        take: unsafe extern "C" fn(
+            start: usize,
+            end: usize,
+            exclusive: bool,
+            previous: u64,
+            other: *mut [usize; 2],
+        ) -> u64,
+        give_back: extern "C" fn(id: u64),
+    }
+
+    const LAYOUT: u32 = 1;
+    const CAPSULE: &CStr = c"cai.slices_v1";
+    const ATTRIBUTE: &CStr = c"_cai_slices_v1";
+
     static HELD: Mutex<Holds<()>> = Mutex::new(Holds::new());
+    static OWN: Table = Table { layout: LAYOUT, take: own_take, give_back: own_give_back };
+    /// The table this module uses, chosen once.
+    static CHOSEN: OnceLock<usize> = OnceLock::new();
 
     fn held() -> MutexGuard<'static, Holds<()>> {
         // Nothing panics while it is locked: a poisoned lock holds a consistent list.
         HELD.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// # Safety
+    ///
+    /// `other` is valid for a write.
+    unsafe extern "C" fn own_take(
+        start: usize,
+        end: usize,
+        exclusive: bool,
+        previous: u64,
+        other: *mut [usize; 2],
+    ) -> u64 {
+        match held().take((), start..end, exclusive, (previous != 0).then_some(previous)) {
+            Ok(id) => id,
+            Err((bytes, _)) => {
+                // SAFETY: as the caller promises.
+                unsafe { other.write([bytes.start, bytes.end]) };
+                0
+            }
+        }
+    }
+
+    extern "C" fn own_give_back(id: u64) {
+        held().give_back(id);
+    }
+
+    /// The table every module uses: the one published in `sys`, or this module's, which
+    /// it then publishes. No Python code runs here (a capsule and a `sys` lookup run
+    /// none), so the choice is made once, under the GIL, for good.
+    fn table(py: Python<'_>) -> PyResult<&'static Table> {
+        let address = match CHOSEN.get() {
+            Some(&address) => address,
+            None => choose(py)?,
+        };
+        // SAFETY: `address` is `OWN` or the table of a capsule of this name and layout,
+        // a static of a module that stays loaded for the life of the process.
+        Ok(unsafe { &*(address as *const Table) })
+    }
+
+    #[cold]
+    fn choose(py: Python<'_>) -> PyResult<usize> {
+        let own = std::ptr::addr_of!(OWN) as usize;
+        // SAFETY: the GIL is held (the callers hold an argument). `PySys_GetObject`
+        // returns a borrowed reference or null, setting no exception; a capsule of our
+        // name points at a `Table`, whose first field is read before anything else.
+        let chosen = unsafe {
+            let found = ffi::PySys_GetObject(ATTRIBUTE.as_ptr());
+            if found.is_null() {
+                let capsule = ffi::PyCapsule_New(own as *mut c_void, CAPSULE.as_ptr(), None);
+                if capsule.is_null() {
+                    return Err(PyErr::fetch(py));
+                }
+                let set = ffi::PySys_SetObject(ATTRIBUTE.as_ptr(), capsule);
+                ffi::Py_DecRef(capsule);
+                if set != 0 {
+                    return Err(PyErr::fetch(py));
+                }
+                own
+            } else if ffi::PyCapsule_IsValid(found, CAPSULE.as_ptr()) == 1 {
+                let pointer = ffi::PyCapsule_GetPointer(found, CAPSULE.as_ptr());
+                if (*pointer.cast::<Table>()).layout == LAYOUT {
+                    pointer as usize
+                } else {
+                    own
+                }
+            } else {
+                // Something else under our name (put there by Python code): not a table.
+                own
+            }
+        };
+        // The first choice stored wins (another thread may have chosen meanwhile).
+        Ok(*CHOSEN.get_or_init(|| chosen))
+    }
+
     /// Takes `bytes` for a slice (`exclusive`: for writing), in place of `previous`, the
     /// same argument's own entry; the bytes of the slice it conflicts with otherwise.
-    pub(super) fn take(bytes: Range<usize>, exclusive: bool, previous: Option<u64>) -> Result<u64, Range<usize>> {
-        held().take((), bytes, exclusive, previous).map_err(|(other, _)| other)
+    pub(super) fn take(
+        py: Python<'_>,
+        bytes: Range<usize>,
+        exclusive: bool,
+        previous: Option<u64>,
+    ) -> PyResult<Result<u64, Range<usize>>> {
+        let table = table(py)?;
+        let mut other = [0usize; 2];
+        // SAFETY: `other` is a valid place for the conflicting bytes.
+        let id = unsafe { (table.take)(bytes.start, bytes.end, exclusive, previous.unwrap_or(0), &mut other) };
+        Ok(if id == 0 { Err(other[0]..other[1]) } else { Ok(id) })
     }
 
     /// Gives entry `id` back.
     pub(super) fn give_back(id: u64) {
-        held().give_back(id);
+        // An entry was taken, so the table was chosen.
+        if let Some(&address) = CHOSEN.get() {
+            // SAFETY: as in `table`.
+            let table = unsafe { &*(address as *const Table) };
+            (table.give_back)(id);
+        }
     }
 }
 
@@ -182,7 +302,7 @@ impl<'py, T: Element, D: Dimension, A: Access> PyHostArray<'py, T, D, A> {
         }
         let bytes = self.argument.descriptor.byte_range_of(self.argument.extent).map_err(crate::error::to_py_err)?;
         let (start, end) = (bytes.start, bytes.end);
-        match slices::take(bytes, exclusive, previous.map(|(id, _)| id)) {
+        match slices::take(self.argument.object().py(), bytes, exclusive, previous.map(|(id, _)| id))? {
             Ok(id) => {
                 self.slice.set(Some((id, exclusive)));
                 Ok(())

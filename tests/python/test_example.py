@@ -7,9 +7,32 @@ import pycontainer
 
 
 def test_an_image_too_large_to_address_is_an_overflow_error():
-    for rows, cols in [(2**40, 2**40), (2**62, 1), (2**64 - 1, 2)]:
+    # An empty image with a huge other dimension too: NumPy sizes it as one with a row or
+    # column, and its export would be refused.
+    for rows, cols in [(2**40, 2**40), (2**62, 1), (2**64 - 1, 2), (2**64 - 1, 0), (0, 2**62)]:
         with pytest.raises(OverflowError, match=rf"a {rows} x {cols} image of f32 is too large to address"):
             pycontainer.Image(rows, cols)
+    img = pycontainer.Image(3, 0)
+    with pytest.raises(OverflowError, match=rf"a {2**64 - 1} x 0 image of f32 is too large to address"):
+        img.add_rows(2**64 - 4, 5.0)
+    assert np.asarray(img).shape == (3, 0)
+    assert np.asarray(pycontainer.Image(2**61 - 1, 0)).shape == (2**61 - 1, 0)
+
+
+def test_slices_are_exclusive_across_modules():
+    # Each module built on cai-py links its own copy of cai-py: the slices one takes must
+    # still bar the others (the registry is shared through sys).
+    cai_fixtures = pytest.importorskip("cai_fixtures")
+    x = np.zeros(4, np.float64)
+    brighten = lambda: pycontainer.brighten(x.view(np.float32).reshape(2, 4), 1.0)  # noqa: E731
+    with pytest.raises(BufferError, match=r"as_slice_mut: bytes .* overlap bytes .* that another call in progress"):
+        cai_fixtures.host_hold(x, brighten)
+    with pytest.raises(BufferError, match=r"as_slice_mut: bytes .* overlap"):
+        cai_fixtures.host_hold_ro(x, brighten)
+    # Both gave their entries back.
+    brighten()
+    assert (x.view(np.float32) == 1.0).all()
+    assert cai_fixtures.host_hold(x, lambda: "held") == "held"
 
 
 def test_rows_that_cannot_be_added_leave_the_image_as_it_was():

@@ -68,11 +68,18 @@ impl Image {
 }
 
 /// The number of pixels of a `rows` x `cols` image, or the `OverflowError` of one whose
-/// bytes could not be addressed.
+/// bytes could not be addressed. Sized as NumPy sizes arrays, an empty dimension counting
+/// as one: an empty image with a huge other dimension could not be exported either.
 fn pixel_count(rows: usize, cols: usize) -> PyResult<usize> {
-    rows.checked_mul(cols)
-        .filter(|&n| n.checked_mul(std::mem::size_of::<f32>()).is_some_and(|bytes| bytes <= isize::MAX as usize))
-        .ok_or_else(|| PyOverflowError::new_err(format!("a {rows} x {cols} image of f32 is too large to address")))
+    let addressable = rows
+        .max(1)
+        .checked_mul(cols.max(1))
+        .and_then(|n| n.checked_mul(std::mem::size_of::<f32>()))
+        .is_some_and(|bytes| bytes <= isize::MAX as usize);
+    if !addressable {
+        return Err(PyOverflowError::new_err(format!("a {rows} x {cols} image of f32 is too large to address")));
+    }
+    Ok(rows * cols)
 }
 
 fn no_memory(rows: usize, cols: usize, e: std::collections::TryReserveError) -> PyErr {
