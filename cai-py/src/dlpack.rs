@@ -433,7 +433,10 @@ unsafe fn release(block: *mut c_void, owner: ptr::NonNull<ffi::PyObject>) {
         }
         let state = ffi::PyGILState_Ensure();
         ffi::PyMem_Free(block);
-        ffi::Py_DecRef(owner.as_ptr());
+        // The owner may be a view whose producer is a tensor exported the same way, and so
+        // on: released without a C frame per link.
+        let owner = Bound::from_owned_ptr(Python::assume_attached(), owner.as_ptr()).unbind();
+        crate::freeing::release([Some(owner)]);
         ffi::PyGILState_Release(state);
     }
 }

@@ -72,6 +72,7 @@ mod entry;
 mod error;
 mod export;
 mod extract;
+mod freeing;
 mod holds;
 mod host;
 mod once;

@@ -1581,3 +1581,39 @@ def test_every_reader_of_an_int_like_value_lets_an_interrupt_through():
         """
     )
     assert out == {k: "KeyboardInterrupt" for k in out}, out
+
+
+@pytest.mark.parametrize("where", ["main thread", "thread with a 512 KiB stack"])
+def test_freeing_a_long_chain_of_views_does_not_overflow_the_c_stack(where):
+    # Each view holds the one before it (through a DLPack tensor's deleter, the owner of an
+    # interface view, or a NumPy array between two views): freeing the last frees the
+    # chain, one link inside the other's deallocation. A chain of some thousand links
+    # overflowed the C stack (fewer in the debug build and on a small thread stack).
+    links = 20000 if where == "main thread" else 3000
+    out = run(
+        f"""
+        import numpy as np
+        def chains():
+            for kind in ("from_dlpack", "as_array", "numpy between"):
+                x = np.arange(4.0)
+                v = cai.as_array(x)
+                for _ in range({links}):
+                    if kind == "from_dlpack":
+                        v = cai.from_dlpack(v)
+                    elif kind == "as_array":
+                        v = cai.as_array(v)
+                    else:
+                        v = np.from_dlpack(cai.as_array(v))
+                assert np.asarray(v).tolist() == [0.0, 1.0, 2.0, 3.0]
+                del v
+                print("freed", kind)
+        if {where == "main thread"}:
+            chains()
+        else:
+            threading.stack_size(512 * 1024)
+            t = threading.Thread(target=chains)
+            t.start()
+            t.join()
+        """
+    )
+    assert out.split() == ["freed", "from_dlpack", "freed", "as_array", "freed", "numpy", "between"]
