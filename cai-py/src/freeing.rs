@@ -11,6 +11,8 @@
 //! outermost release frees what was set aside, one after the other.
 
 use std::cell::{Cell, RefCell};
+use std::mem::ManuallyDrop;
+use std::ops::Deref;
 use std::ptr::NonNull;
 
 use pyo3::{ffi, Py, PyAny};
@@ -30,37 +32,68 @@ thread_local! {
     static RELEASES: Releases = const { Releases { depth: Cell::new(0), aside: RefCell::new(Vec::new()) } };
 }
 
-/// Releases the strong references `objects` (the GIL held); see the module's text.
-pub(crate) fn release<const N: usize>(objects: [Option<Py<PyAny>>; N]) {
-    let pointers = objects.map(|o| o.and_then(|o| NonNull::new(o.into_ptr())));
+/// Releases the strong reference `object` (the GIL held); see the module's text.
+#[inline]
+pub(crate) fn release(object: Py<PyAny>) {
+    let p = object.into_ptr();
     let released = RELEASES.try_with(|r| {
         let depth = r.depth.get();
         if depth >= LIMIT {
             // Set aside: the borrow ends before any Python code runs.
-            r.aside.borrow_mut().extend(pointers.iter().flatten());
+            if let Some(p) = NonNull::new(p) {
+                r.aside.borrow_mut().push(p);
+            }
             return;
         }
         r.depth.set(depth + 1);
-        for p in pointers.iter().flatten() {
-            // SAFETY: a strong reference of ours, the GIL held.
-            unsafe { ffi::Py_DecRef(p.as_ptr()) };
-        }
+        // SAFETY: a strong reference of ours, the GIL held.
+        unsafe { ffi::Py_DecRef(p) };
         if depth == 0 {
-            // The outermost release: what nested ones set aside, each freed from here.
-            loop {
-                let next = r.aside.borrow_mut().pop();
-                let Some(p) = next else { break };
-                // SAFETY: as above; set aside by a nested release, released once.
-                unsafe { ffi::Py_DecRef(p.as_ptr()) };
-            }
+            drain(&r.aside);
         }
         r.depth.set(depth);
     });
     if released.is_err() {
         // The thread is ending and its thread-locals are gone: released at once.
-        for p in pointers.iter().flatten() {
-            // SAFETY: as above.
-            unsafe { ffi::Py_DecRef(p.as_ptr()) };
-        }
+        // SAFETY: as above.
+        unsafe { ffi::Py_DecRef(p) };
+    }
+}
+
+/// Frees, from the outermost release, what nested ones set aside.
+#[inline]
+fn drain(aside: &RefCell<Vec<NonNull<ffi::PyObject>>>) {
+    loop {
+        let next = aside.borrow_mut().pop();
+        let Some(p) = next else { break };
+        // SAFETY: a strong reference set aside by a nested release, released once, the
+        // GIL held.
+        unsafe { ffi::Py_DecRef(p.as_ptr()) };
+    }
+}
+
+/// A strong reference released through [`release`] when dropped: what a view keeps
+/// alive, which may be the previous link of a chain.
+#[derive(Debug)]
+pub(crate) struct Held(ManuallyDrop<Py<PyAny>>);
+
+impl Held {
+    pub(crate) fn new(object: Py<PyAny>) -> Held {
+        Held(ManuallyDrop::new(object))
+    }
+}
+
+impl Deref for Held {
+    type Target = Py<PyAny>;
+
+    fn deref(&self) -> &Py<PyAny> {
+        &self.0
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // SAFETY: the reference is not used again.
+        release(unsafe { ManuallyDrop::take(&mut self.0) });
     }
 }

@@ -1,7 +1,6 @@
 //! `cai.CudaArray` and `cai.HostArray`: validated, zero-copy views of a producer's array.
 
 use std::ffi::CStr;
-use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use cai_core::{Descr, Descriptor, Extent, Stream};
@@ -24,22 +23,13 @@ pub(crate) struct Core {
     descriptor: Descriptor,
     declared_version: u64,
     extent: Extent,
-    /// Released by [`Drop`], through [`crate::freeing`].
-    owner: ManuallyDrop<Py<PyAny>>,
+    owner: crate::freeing::Held,
     /// The value of the owner's interface attribute the view was read from (`None` for a
     /// DLPack tensor or a descriptor), kept alive with the view: a producer may tie the
     /// memory to it rather than to itself (a NumPy scalar's `__array_interface__`
     /// describes a 0-d array made for the read, which only the dict's `'__ref'` keeps).
     interface: Option<Py<PyAny>>,
     mask: Option<Py<PyAny>>,
-}
-
-impl Drop for Core {
-    fn drop(&mut self) {
-        // SAFETY: `owner` is not used again.
-        let owner = unsafe { ManuallyDrop::take(&mut self.owner) };
-        crate::freeing::release([Some(owner), self.interface.take(), self.mask.take()]);
-    }
 }
 
 impl Core {
@@ -50,7 +40,7 @@ impl Core {
             descriptor: parsed.descriptor,
             declared_version: parsed.declared_version,
             extent: parsed.extent,
-            owner: ManuallyDrop::new(owner),
+            owner: crate::freeing::Held::new(owner),
             interface,
             mask: parsed.mask,
         }
