@@ -403,8 +403,22 @@ pub(crate) fn check<T: Element, D: Dimension, A: Access>(parsed: &Parsed, memory
     if !T::TYPESTR.is_equivalent(&d.typestr) {
         return Err(mismatch("wrong element type").into());
     }
-    if let Some(descr) = d.descr.as_ref().filter(|descr| !T::descr().is_equivalent(descr)) {
-        return Err(mismatch(&format!("its record layout {descr} is not {}", T::descr())).into());
+    match d.descr.as_ref() {
+        Some(descr) if !T::descr().is_equivalent(descr) => {
+            return Err(mismatch(&format!("its record layout {descr} is not {}", T::descr())).into());
+        }
+        // Opaque records of the right size: their fields, unknown, cannot be checked
+        // against `T`'s (NumPy exports none for a dtype whose fields are not in offset
+        // order, an object field among them).
+        None if !T::descr().is_equivalent(&cai_core::Descr::simple(T::TYPESTR)) => {
+            return Err(mismatch(&format!(
+                "its records are opaque: the producer gave no fields to check against {} (NumPy gives none for a \
+                 dtype whose fields are not in offset order)",
+                T::descr()
+            ))
+            .into());
+        }
+        _ => {}
     }
     if D::NDIM.is_some_and(|n| n != d.ndim()) {
         return Err(mismatch("wrong number of dimensions").into());

@@ -143,6 +143,27 @@ def test_bools_must_be_zero_or_one():
         fx.host_alive(records)
 
 
+def test_opaque_records_are_refused_for_a_record_argument():
+    # NumPy exports a dtype whose fields are not in offset order as opaque bytes ('|V32'
+    # and no fields): read as Particles, `alive` would be another field's byte.
+    layout = fx.Particles.layout()
+    shuffled = np.dtype({"names": ["alive", "mass", "position", "id"], "formats": ["?", "<f8", ("<f4", (3,)), "<u2"],
+                         "offsets": [8, 0, 12, 10], "itemsize": 32})
+    a = np.zeros(4, shuffled)
+    a["alive"] = True
+    assert a.__array_interface__["descr"] == [("", "|V32")]
+    with pytest.raises(TypeError, match=r"its records are opaque: the producer gave no fields to check against"):
+        fx.host_alive(a)
+    # So is a dict that gives a record typestr and no descr.
+    records = np.asarray(fx.Particles(2)).copy()
+    bare = {k: v for k, v in records.__array_interface__.items() if k != "descr"}
+    with pytest.raises(TypeError, match="its records are opaque"):
+        fx.host_alive(type("P", (), {"__array_interface__": bare, "keep": records})())
+    # With its fields, the same memory is read.
+    assert fx.host_alive(records) == [True, False]
+    assert layout == fx.Particles.layout()
+
+
 def test_a_slice_for_writing_is_the_only_slice_of_its_bytes_across_calls():
     # A callback of a function that holds a slice for writing takes a slice of the same
     # bytes in a call of its own: two Rust slices of one memory, one of them `&mut`.
