@@ -44,15 +44,15 @@ use crate::extract::{read, shared_accessors, Access, Argument, Dimension, IxDyn,
 /// ```
 ///
 /// Slices and views are tracked process-wide (across every module built on cai-py), as
-/// rust-numpy tracks its borrows: while one
-/// call holds a slice of some bytes, a slice of the same bytes for another call (made from
-/// a callback the first calls, or on another thread once it releases the GIL) is a
-/// `BufferError` when either may write; the argument gives its slice back when it is
-/// dropped. As with rust-numpy, the guarantee is among Rust code: Python code that runs
-/// while the function holds a slice may still write the same array, and a `#[pyclass]`'s
-/// own fields are not seen (a method taking `&mut self` and an array of the object's own
-/// memory holds both). An argument leaked with `std::mem::forget` keeps its slices' bytes
-/// held for the rest of the process.
+/// rust-numpy tracks its borrows: while one call holds a slice of some bytes, a slice of
+/// the same bytes for another call (made from a callback the first calls, from another
+/// module, or on another thread once it releases the GIL) is a `BufferError` when either
+/// may write; the argument gives its slice back when it is dropped. As with rust-numpy,
+/// the guarantee is among Rust code: Python code that runs while the function holds a
+/// slice may still write the same array, and a `#[pyclass]`'s own fields are not seen (a
+/// method taking `&mut self` and an array of the object's own memory holds both). An
+/// argument leaked with `std::mem::forget` keeps its slices' bytes held for the rest of
+/// the process.
 ///
 /// [`PyCudaArray`]: crate::PyCudaArray
 pub struct PyHostArray<'py, T: Element, D: Dimension = IxDyn, A: Access = ReadOnly> {
