@@ -410,7 +410,9 @@ pub(crate) fn check<T: Element, D: Dimension, A: Access>(parsed: &Parsed, memory
         // Opaque records of the right size: their fields, unknown, cannot be checked
         // against `T`'s (NumPy exports none for a dtype whose fields are not in offset
         // order, an object field among them).
-        None if !T::descr().is_equivalent(&cai_core::Descr::simple(T::TYPESTR)) => {
+        None if T::TYPESTR.kind() == cai_core::Kind::Void
+            && !T::descr().is_equivalent(&cai_core::Descr::simple(T::TYPESTR)) =>
+        {
             return Err(mismatch(&format!(
                 "its records are opaque: the producer gave no fields to check against {} (NumPy gives none for a \
                  dtype whose fields are not in offset order)",
