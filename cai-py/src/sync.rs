@@ -547,7 +547,9 @@ mod imp {
                 .into());
             }
         }
-        if !options.allow_other_device {
+        // Device memory only: managed memory, and pinned host memory (portable under unified
+        // addressing), can be used from every device, so the consumer's device is not asked.
+        if !options.allow_other_device && info.memory == cuda::MemoryType::Device {
             let consumer = options.consumer.unwrap_or(Stream::LegacyDefault);
             let consumer_device = cuda::stream_device(consumer).map_err(|e| {
                 driver_error(
@@ -559,22 +561,17 @@ mod imp {
                     ),
                 )
             })?;
-            // Managed memory, and pinned host memory (portable under unified addressing),
-            // can be used from every device.
-            let anywhere = matches!(info.memory, cuda::MemoryType::Managed | cuda::MemoryType::Host);
-            if let Some(device) = consumer_device.filter(|_| !anywhere) {
-                if device != info.device {
-                    let fix = match options.caller {
-                        Caller::Function => "pass allow_other_device=True if the devices have peer access",
-                        Caller::Extractor => "make the memory's device current first",
-                    };
-                    return Err(Problem::value_error(format!(
-                        "data: pointer 0x{:x} is {} memory of device {}, but the consumer's stream {consumer} works on \
-                         device {device}; {fix}",
-                        d.data, info.memory, info.device
-                    ))
-                    .into());
-                }
+            if let Some(device) = consumer_device.filter(|&device| device != info.device) {
+                let fix = match options.caller {
+                    Caller::Function => "pass allow_other_device=True if the devices have peer access",
+                    Caller::Extractor => "make the memory's device current first",
+                };
+                return Err(Problem::value_error(format!(
+                    "data: pointer 0x{:x} is {} memory of device {}, but the consumer's stream {consumer} works on \
+                     device {device}; {fix}",
+                    d.data, info.memory, info.device
+                ))
+                .into());
             }
         }
         Ok(info.device)

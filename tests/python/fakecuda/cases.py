@@ -186,6 +186,9 @@ def test_a_driver_failure_while_comparing_devices_is_a_driver_error(call):
     try:
         with pytest.raises(cai.CudaDriverError, match=rf"^stream: cannot tell the device of the consumer's stream 9, to compare it with that of pointer 0x{ptr:x}: {call} failed: CUDA_ERROR_ILLEGAL_ADDRESS \(700\).*check_pointers=False"):
             cai.as_cuda_array(producer(ptr), stream=S9)
+        # Managed memory does not need the consumer's device: it is not asked.
+        marr, mptr = fake.array(64, device=1, managed=True)
+        assert cai.as_cuda_array(producer(mptr), stream=S9).ptr == mptr
     finally:
         fake.fail(call, 0)
     with pytest.raises(ValueError, match="is device memory of device 1, but the consumer's stream 9 works on device 0"):
