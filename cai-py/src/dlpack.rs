@@ -435,7 +435,6 @@ unsafe fn release(block: *mut c_void, owner: ptr::NonNull<ffi::PyObject>) {
         ffi::PyMem_Free(block);
         // The owner may be a view whose producer is a tensor exported the same way, and so
         // on: released without a C frame per link.
-        let owner = Bound::from_owned_ptr(Python::assume_attached(), owner.as_ptr()).unbind();
         crate::freeing::release(owner);
         ffi::PyGILState_Release(state);
     }

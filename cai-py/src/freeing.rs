@@ -32,22 +32,23 @@ thread_local! {
     static RELEASES: Releases = const { Releases { depth: Cell::new(0), aside: RefCell::new(Vec::new()) } };
 }
 
-/// Releases the strong reference `object` (the GIL held); see the module's text.
+/// Releases the strong reference `object`; see the module's text.
+///
+/// # Safety
+///
+/// `object` is a strong reference the caller gives up, and the GIL is held.
 #[inline]
-pub(crate) fn release(object: Py<PyAny>) {
-    let p = object.into_ptr();
+pub(crate) unsafe fn release(object: NonNull<ffi::PyObject>) {
     let released = RELEASES.try_with(|r| {
         let depth = r.depth.get();
         if depth >= LIMIT {
             // Set aside: the borrow ends before any Python code runs.
-            if let Some(p) = NonNull::new(p) {
-                r.aside.borrow_mut().push(p);
-            }
+            r.aside.borrow_mut().push(object);
             return;
         }
         r.depth.set(depth + 1);
-        // SAFETY: a strong reference of ours, the GIL held.
-        unsafe { ffi::Py_DecRef(p) };
+        // SAFETY: as the caller promises.
+        unsafe { ffi::Py_DecRef(object.as_ptr()) };
         if depth == 0 {
             drain(&r.aside);
         }
@@ -55,8 +56,8 @@ pub(crate) fn release(object: Py<PyAny>) {
     });
     if released.is_err() {
         // The thread is ending and its thread-locals are gone: released at once.
-        // SAFETY: as above.
-        unsafe { ffi::Py_DecRef(p) };
+        // SAFETY: as the caller promises.
+        unsafe { ffi::Py_DecRef(object.as_ptr()) };
     }
 }
 
@@ -93,7 +94,11 @@ impl Deref for Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        // SAFETY: the reference is not used again.
-        release(unsafe { ManuallyDrop::take(&mut self.0) });
+        // SAFETY: the reference is not used again; a `Py` is dropped with the GIL held (a
+        // view's core, by its deallocation).
+        unsafe {
+            let object = ManuallyDrop::take(&mut self.0).into_ptr();
+            release(NonNull::new_unchecked(object));
+        }
     }
 }

@@ -112,7 +112,7 @@ mod slices {
     static HELD: Mutex<Holds<()>> = Mutex::new(Holds::new());
     static OWN: Table = Table { layout: LAYOUT, take: own_take, give_back: own_give_back };
     /// The table this module uses, chosen once.
-    static CHOSEN: OnceLock<usize> = OnceLock::new();
+    static CHOSEN: OnceLock<&'static Table> = OnceLock::new();
 
     fn held() -> MutexGuard<'static, Holds<()>> {
         // Nothing panics while it is locked: a poisoned lock holds a consistent list.
@@ -147,25 +147,23 @@ mod slices {
     /// it then publishes. No Python code runs here (a capsule and a `sys` lookup run
     /// none), so the choice is made once, under the GIL, for good.
     fn table(py: Python<'_>) -> PyResult<&'static Table> {
-        let address = match CHOSEN.get() {
-            Some(&address) => address,
-            None => choose(py)?,
-        };
-        // SAFETY: `address` is `OWN` or the table of a capsule of this name and layout,
-        // a static of a module that stays loaded for the life of the process.
-        Ok(unsafe { &*(address as *const Table) })
+        match CHOSEN.get() {
+            Some(&table) => Ok(table),
+            None => choose(py),
+        }
     }
 
     #[cold]
-    fn choose(py: Python<'_>) -> PyResult<usize> {
-        let own = std::ptr::addr_of!(OWN) as usize;
+    fn choose(py: Python<'_>) -> PyResult<&'static Table> {
         // SAFETY: the GIL is held (the callers hold an argument). `PySys_GetObject`
-        // returns a borrowed reference or null, setting no exception; a capsule of our
-        // name points at a `Table`, whose first field is read before anything else.
-        let chosen = unsafe {
+        // returns a borrowed reference or null, setting no exception. A capsule of our
+        // name points at a `Table`, a static of a module that stays loaded for the life of
+        // the process, whose first field is read before anything else.
+        let chosen: &'static Table = unsafe {
             let found = ffi::PySys_GetObject(ATTRIBUTE.as_ptr());
             if found.is_null() {
-                let capsule = ffi::PyCapsule_New(own as *mut c_void, CAPSULE.as_ptr(), None);
+                let own = std::ptr::addr_of!(OWN).cast_mut().cast::<c_void>();
+                let capsule = ffi::PyCapsule_New(own, CAPSULE.as_ptr(), None);
                 if capsule.is_null() {
                     return Err(PyErr::fetch(py));
                 }
@@ -174,17 +172,18 @@ mod slices {
                 if set != 0 {
                     return Err(PyErr::fetch(py));
                 }
-                own
+                &OWN
             } else if ffi::PyCapsule_IsValid(found, CAPSULE.as_ptr()) == 1 {
-                let pointer = ffi::PyCapsule_GetPointer(found, CAPSULE.as_ptr());
-                if (*pointer.cast::<Table>()).layout == LAYOUT {
-                    pointer as usize
+                let table = ffi::PyCapsule_GetPointer(found, CAPSULE.as_ptr()).cast::<Table>();
+                // The layout alone is read before the table is known to be one of ours.
+                if std::ptr::addr_of!((*table).layout).read() == LAYOUT {
+                    &*table
                 } else {
-                    own
+                    &OWN
                 }
             } else {
                 // Something else under our name (put there by Python code): not a table.
-                own
+                &OWN
             }
         };
         // The first choice stored wins (another thread may have chosen meanwhile).
@@ -209,9 +208,7 @@ mod slices {
     /// Gives entry `id` back.
     pub(super) fn give_back(id: u64) {
         // An entry was taken, so the table was chosen.
-        if let Some(&address) = CHOSEN.get() {
-            // SAFETY: as in `table`.
-            let table = unsafe { &*(address as *const Table) };
+        if let Some(table) = CHOSEN.get() {
             (table.give_back)(id);
         }
     }
