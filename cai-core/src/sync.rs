@@ -24,7 +24,9 @@
 //! consumer's stream wait on it, so the host never blocks, and does nothing when the two
 //! streams are the same; `Synchronize` blocks the host until the producer's stream is done;
 //! `Ignore` leaves ordering to the user. Events come from an [`EventPool`]: after the
-//! first import, no event is created.
+//! first import, no event is created. A consumer that then worked on a stream of its own
+//! [hands the memory back](hand_back) when it is done: the producer's stream waits on an
+//! event of the consumer's, so the producer's later work cannot overtake it.
 //!
 //! **Graph capture.** While a stream captures a CUDA graph, its work is recorded into the
 //! graph, not run, and several driver calls would invalidate the capture. The engine asks
@@ -181,6 +183,10 @@ pub enum Action {
     WaitedForCapture,
     /// The host waited for the producer's stream.
     Synchronized,
+    /// The consumer's work was captured into a CUDA graph that the producer's stream is
+    /// not part of: it runs when the graph is launched, which whoever launches the graph
+    /// orders ([`hand_back`]).
+    InGraph,
 }
 
 /// Reusable events, one free list per context, so that steady-state imports create none.
@@ -286,6 +292,49 @@ pub fn order<B: Backend>(
         }
     });
     pool.give(from.context, event);
+    result
+}
+
+/// The other half of an ordered import: orders the work queued on `producer` from now on
+/// after the work the consumer queued on `consumer` so far, so that the producer's later
+/// work neither overwrites nor frees what the consumer's work still reads or writes. The
+/// specification asks this of a consumer that waited for the producer's stream and then
+/// worked on a stream of its own, before it returns control to its user.
+///
+/// | consumer's stream | producer's stream | what `hand_back` does |
+/// |---|---|---|
+/// | the same stream | | nothing ([`Action::SameStream`]) |
+/// | not capturing | not capturing | event wait ([`Action::Waited`]) |
+/// | capturing | capturing, same capture | event wait: a dependency inside the graph ([`Action::Waited`]) |
+/// | capturing | anything else | nothing ([`Action::InGraph`]): that work runs when the graph is launched |
+/// | not capturing | capturing | the host waits for the consumer's work ([`Action::WaitedForCapture`]) |
+/// | the legacy stream, while a blocking stream of its context captures | | [`DriverError::Capture`] |
+pub fn hand_back<B: Backend>(
+    backend: &B,
+    pool: &EventPool<B>,
+    consumer: Located<B::Context>,
+    producer: Located<B::Context>,
+) -> Result<Action, DriverError> {
+    if consumer == producer {
+        return Ok(Action::SameStream);
+    }
+    let host = match (backend.capture(consumer)?, backend.capture(producer)?) {
+        (Capture::Implicit, _) => return Err(implicit_error(consumer.stream)),
+        (_, Capture::Implicit) => return Err(implicit_error(producer.stream)),
+        (Capture::Active(a), Capture::Active(b)) if a == b => false,
+        (Capture::Active(_), _) => return Ok(Action::InGraph),
+        (Capture::Idle, Capture::Active(_)) => true,
+        (Capture::Idle, Capture::Idle) => false,
+    };
+    let event = pool.take(backend, consumer.context)?;
+    let result = backend.record(&event, consumer).and_then(|()| {
+        if host {
+            backend.wait_host(&event).map(|()| Action::WaitedForCapture)
+        } else {
+            backend.wait(producer, &event).map(|()| Action::Waited)
+        }
+    });
+    pool.give(consumer.context, event);
     result
 }
 
@@ -885,6 +934,60 @@ mod tests {
         assert!(import(&r, &pool, Stream::LegacyDefault, s(7), SyncPolicy::Synchronize).is_err());
         let work = PendingWork::new(&r);
         assert!(work.record(Stream::LegacyDefault).is_err());
+        assert!(r.ops().is_empty(), "{:?}", r.ops());
+    }
+
+    #[test]
+    fn hand_back_makes_the_producer_stream_wait_for_the_consumer_stream() {
+        let r = Recorder::default();
+        let pool = EventPool::new();
+        let at = |stream| r.locate(stream).unwrap();
+        assert_eq!(hand_back(&r, &pool, at(s(9)), at(s(7))).unwrap(), Action::Waited);
+        assert_eq!(r.ops(), [create(0), Op::Record { event: 0, stream: s(9) }, Op::Wait { stream: s(7), event: 0 }]);
+        r.clear();
+        assert_eq!(hand_back(&r, &pool, at(s(7)), at(s(7))).unwrap(), Action::SameStream);
+        assert!(r.ops().is_empty());
+        // The event is created in the consumer stream's context, where it is recorded.
+        r.set_context(11, 1);
+        assert_eq!(hand_back(&r, &pool, at(s(11)), at(s(7))).unwrap(), Action::Waited);
+        assert_eq!(
+            r.ops(),
+            [
+                Op::Create { event: 1, context: 1 },
+                Op::Record { event: 1, stream: s(11) },
+                Op::Wait { stream: s(7), event: 1 }
+            ]
+        );
+    }
+
+    #[test]
+    fn hand_back_under_capture() {
+        let r = Recorder::default();
+        let pool = EventPool::new();
+        let at = |stream| r.locate(stream).unwrap();
+        r.set_capture(s(9), 0, Capture::Active(4));
+        r.set_capture(s(11), 0, Capture::Active(4));
+        r.set_capture(s(13), 0, Capture::Active(5));
+        // Work captured on the consumer's stream runs at the graph's launch: nothing to order
+        // now, and nothing touches the capturing stream.
+        assert_eq!(hand_back(&r, &pool, at(s(9)), at(s(7))).unwrap(), Action::InGraph);
+        assert_eq!(hand_back(&r, &pool, at(s(9)), at(s(13))).unwrap(), Action::InGraph);
+        assert!(r.ops().is_empty(), "{:?}", r.ops());
+        // Inside one capture: a dependency of the graph.
+        assert_eq!(hand_back(&r, &pool, at(s(9)), at(s(11))).unwrap(), Action::Waited);
+        assert_eq!(r.ops(), [create(0), Op::Record { event: 0, stream: s(9) }, Op::Wait { stream: s(11), event: 0 }]);
+        // A producer stream that began capturing meanwhile: the host waits for the
+        // consumer's work, which a cross-capture event wait could not order.
+        r.clear();
+        assert_eq!(hand_back(&r, &pool, at(s(7)), at(s(9))).unwrap(), Action::WaitedForCapture);
+        assert_eq!(r.ops(), [Op::Record { event: 0, stream: s(7) }, Op::WaitHost { event: 0 }]);
+        // The legacy stream, while a blocking capture forbids touching it.
+        r.clear();
+        r.set_capture(Stream::LegacyDefault, 0, Capture::Implicit);
+        for (consumer, producer) in [(s(7), Stream::LegacyDefault), (Stream::LegacyDefault, s(7))] {
+            let e = hand_back(&r, &pool, at(consumer), at(producer)).unwrap_err();
+            assert!(e.to_string().contains("the legacy default stream (stream 1) cannot be used"), "{e}");
+        }
         assert!(r.ops().is_empty(), "{:?}", r.ops());
     }
 

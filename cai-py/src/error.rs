@@ -215,3 +215,22 @@ pub(crate) fn name_text(py: Python<'_>, name: PyResult<Bound<'_, PyString>>, fal
 pub(crate) fn py_tuple<T: std::fmt::Display>(items: &[T]) -> String {
     cai_core::PyTuple(items).to_string()
 }
+
+/// Reports `err` through `sys.unraisablehook`, as CPython reports an exception raised in a
+/// `__del__`: for failures on paths that cannot raise (a drop). An exception already set
+/// is set aside meanwhile and restored for its caller.
+#[cfg(feature = "driver")]
+pub(crate) fn report_unraisable(py: Python<'_>, err: PyErr) {
+    // SAFETY: the GIL is held; the three pointers PyErr_Fetch fills are restored,
+    // references and all, by PyErr_Restore. (Not `PyErr::take`: a pending
+    // `PanicException` would resume its panic there.)
+    unsafe {
+        let (mut kind, mut value, mut traceback) = (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut());
+        // The stable ABI's pair from 3.10 on (pyo3 marks it deprecated for 3.12 builds).
+        #[allow(deprecated)]
+        pyo3::ffi::PyErr_Fetch(&mut kind, &mut value, &mut traceback);
+        err.write_unraisable(py, None);
+        #[allow(deprecated)]
+        pyo3::ffi::PyErr_Restore(kind, value, traceback);
+    }
+}

@@ -1,6 +1,6 @@
 //! Typed device-array arguments for `#[pyfunction]`s.
 
-use std::cell::{Cell, OnceCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::fmt;
 use std::marker::PhantomData;
 use std::mem::{ManuallyDrop, MaybeUninit};
@@ -13,7 +13,7 @@ use pyo3::Borrowed;
 use crate::dlpack::Memory;
 use crate::error::{py_tuple, received, Problem};
 use crate::parse::{self, Interface, Parsed};
-use crate::sync::{consume, order_deferred, Caller, ConsumerStream, ImportOptions};
+use crate::sync::{consume, hand_back, order_deferred, Caller, ConsumerStream, HandBack, ImportOptions};
 
 pub(crate) mod sealed {
     pub trait Sealed {}
@@ -113,10 +113,15 @@ impl Access for ReadWrite {
 /// - [`as_ptr_on`](Self::as_ptr_on) / [`as_mut_ptr_on`](Self::as_mut_ptr_on) (or
 ///   [`order_on`](Self::order_on)) with the stream the work goes to (a cudarc
 ///   `CudaStream`, or a [`Stream`]): that stream waits on an event of the producer's
-///   stream; the host does not block;
+///   stream; the host does not block. The other way round as well: when the argument
+///   goes (the function returns), the producer's stream is made to wait on an event of
+///   that stream, so that the producer's later work neither overwrites nor frees memory
+///   the function's work still uses (the host does not block either; a failure there is
+///   reported through `sys.unraisablehook`);
 /// - [`as_ptr`](Self::as_ptr) / [`as_mut_ptr`](Self::as_mut_ptr), when no stream was
 ///   named: the host waits for the producer's pending work (once), so that work launched
-///   afterwards on any stream sees it;
+///   afterwards on any stream sees it. The stream of that work is unknown here, so the
+///   function must see it finished before it returns (or name its stream instead);
 /// - [`cudarc_view`](Self::cudarc_view): a cudarc slice on the producer's own stream, which
 ///   orders any other stream it is used on.
 ///
@@ -150,7 +155,18 @@ pub struct PyCudaArray<'py, T: Element, D: Dimension = IxDyn, A: Access = ReadOn
     device: Option<i32>,
     /// Whether the producer's work is still to be ordered before the pointer is used.
     pending: Cell<bool>,
+    /// The streams other than the producer's that the function's work was ordered on:
+    /// the producer's stream waits for each when the argument goes.
+    handed: RefCell<Vec<HandBack>>,
     _marker: PhantomData<(T, D, A)>,
+}
+
+impl<T: Element, D: Dimension, A: Access> Drop for PyCudaArray<'_, T, D, A> {
+    fn drop(&mut self) {
+        for handed in self.handed.get_mut().drain(..) {
+            hand_back(self.argument.py, handed);
+        }
+    }
 }
 
 /// A read-only device array argument.
@@ -663,7 +679,14 @@ impl<'a, 'py, T: Element, D: Dimension, A: Access> FromPyObject<'a, 'py> for PyC
         let device = consume(py, &parsed, &options)?;
         let pending = !parsed.descriptor.stream.is_none() && policy != SyncPolicy::Ignore;
         let argument = Argument::register(object, parsed, lifeline, A::WRITABLE)?;
-        Ok(PyCudaArray { argument, policy, device, pending: Cell::new(pending), _marker: PhantomData })
+        Ok(PyCudaArray {
+            argument,
+            policy,
+            device,
+            pending: Cell::new(pending),
+            handed: RefCell::new(Vec::new()),
+            _marker: PhantomData,
+        })
     }
 }
 
@@ -677,11 +700,20 @@ impl<'py, T: Element, D: Dimension, A: Access> PyCudaArray<'py, T, D, A> {
 
     /// Makes `stream` wait for the producer's pending work (an event wait; the host does
     /// not block). Work launched on `stream` afterwards sees the producer's writes; the
-    /// pointer accessors without a stream no longer wait on the host. Driver failures and
-    /// orderings that a CUDA graph capture forbids are `cai.CudaDriverError`.
+    /// pointer accessors without a stream no longer wait on the host. When the argument
+    /// goes, the producer's stream is made to wait for the work queued on `stream` by then
+    /// (see "Streams"). Driver failures and orderings that a CUDA graph capture forbids
+    /// are `cai.CudaDriverError`.
     pub fn order_on(&self, stream: &impl ConsumerStream) -> PyResult<()> {
         let py = self.argument.py;
-        order_deferred(py, self.argument.descriptor.stream, self.policy, self.device, Some(stream.target()))?;
+        let handed =
+            order_deferred(py, self.argument.descriptor.stream, self.policy, self.device, Some(stream.target()))?;
+        if let Some(handed) = handed {
+            let mut all = self.handed.borrow_mut();
+            if !all.contains(&handed) {
+                all.push(handed);
+            }
+        }
         self.pending.set(false);
         Ok(())
     }

@@ -116,17 +116,32 @@ impl ConsumerStream for std::sync::Arc<cudarc::driver::CudaStream> {
 /// Orders the producer's pending work on `producer` before `target` (an event wait), or,
 /// with no target, makes the host wait for it; `policy` as configured. `device` is the
 /// memory's device when known.
+///
+/// When the consumer's work goes to a stream of its own (a target other than the
+/// producer's stream), returns what [`hand_back`] needs to order the producer's later work
+/// after it, when the argument goes.
 pub(crate) fn order_deferred(
     py: Python<'_>,
     producer: Stream,
     policy: SyncPolicy,
     device: Option<i32>,
     target: Option<Target>,
-) -> PyResult<()> {
+) -> PyResult<Option<HandBack>> {
     if producer.is_none() || policy == SyncPolicy::Ignore {
-        return Ok(());
+        return Ok(None);
     }
     imp::order_deferred(py, producer, policy, device, target)
+}
+
+/// A consumer's stream whose work the producer's stream is to wait for.
+pub(crate) use imp::HandBack;
+
+/// Makes the producer's stream wait for the work queued on the consumer's stream so far
+/// (the other half of [`order_deferred`]): an event wait, so the host does not block. Run
+/// as an extracted argument goes, which cannot raise: a failure is reported as
+/// unraisable, as an exception in `__del__` is.
+pub(crate) fn hand_back(py: Python<'_>, handed: HandBack) {
+    imp::hand_back(py, handed)
 }
 
 /// Where an exported device array's memory is, for `__dlpack_device__`: the device of its
@@ -249,14 +264,22 @@ mod imp {
         Err(sync_failure(py, stream, &cai_core::DriverError::Unsupported, options.caller))
     }
 
+    /// Never made without the driver.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(crate) enum HandBack {}
+
     pub(super) fn order_deferred(
         py: Python<'_>,
         producer: Stream,
         _policy: SyncPolicy,
         _device: Option<i32>,
         _target: Option<Target>,
-    ) -> PyResult<()> {
+    ) -> PyResult<Option<HandBack>> {
         Err(sync_failure(py, producer, &cai_core::DriverError::Unsupported, Caller::Extractor))
+    }
+
+    pub(super) fn hand_back(_py: Python<'_>, handed: HandBack) {
+        match handed {}
     }
 
     pub(super) fn export_device(py: Python<'_>, ptr: usize, _empty: bool, check_pointers: bool) -> PyResult<DLDevice> {
@@ -297,7 +320,7 @@ mod imp {
 #[cfg(feature = "driver")]
 mod imp {
     use cai_core::cuda::{self, event_pool, DriverBackend};
-    use cai_core::sync::{import, order, settle, Backend};
+    use cai_core::sync::{import, order, settle, Backend, Located};
     use cai_core::DriverError;
 
     use super::*;
@@ -466,11 +489,24 @@ mod imp {
     /// A consumer's backend, whose default streams fall back to the memory's device (or
     /// the producer stream's, or device 0) when no context is current on this thread.
     fn backend_for(producer: Stream, device: Option<i32>) -> Result<DriverBackend, DriverError> {
-        let device = match device {
+        DriverBackend::primary(device_for(producer, device))
+    }
+
+    /// The memory's device, or else the producer stream's, or else device 0.
+    fn device_for(producer: Stream, device: Option<i32>) -> i32 {
+        match device {
             Some(d) => d,
             None => cuda::stream_device(producer).ok().flatten().unwrap_or(0),
-        };
-        DriverBackend::primary(device)
+        }
+    }
+
+    /// A consumer's stream whose work the producer's stream is to wait for, both located,
+    /// and the device whose primary context the backend falls back to.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(crate) struct HandBack {
+        consumer: Located<usize>,
+        producer: Located<usize>,
+        device: i32,
     }
 
     pub(super) fn order_deferred(
@@ -479,20 +515,56 @@ mod imp {
         policy: SyncPolicy,
         device: Option<i32>,
         target: Option<Target>,
-    ) -> PyResult<()> {
-        let fail = |e: &dyn std::fmt::Display| sync_failure(py, producer, e, Caller::Extractor);
+    ) -> PyResult<Option<HandBack>> {
+        let consumer = target.map(|t| match t {
+            Target::Stream(s) => s,
+            Target::Located(l) => l.stream,
+        });
+        // The consumer's stream is named where there is one: the failure may be its own.
+        let fail = |e: &dyn std::fmt::Display| match consumer {
+            Some(consumer) if consumer != producer => driver_error(
+                py,
+                format!(
+                    "stream: cannot make stream {consumer} wait for the producer's stream {producer}: {e}; {}",
+                    sync_opt_out(Caller::Extractor)
+                ),
+            ),
+            _ => sync_failure(py, producer, e, Caller::Extractor),
+        };
         cuda::driver_status().map_err(|e| fail(&e))?;
-        let backend = backend_for(producer, device).map_err(|e| fail(&e))?;
-        let work = || -> Result<(), DriverError> {
+        let device = device_for(producer, device);
+        let backend = DriverBackend::primary(device).map_err(|e| fail(&e))?;
+        let work = || -> Result<Option<HandBack>, DriverError> {
             let from = backend.locate(producer)?;
-            match (policy, target) {
-                (SyncPolicy::Synchronize, _) => import(&backend, event_pool(), producer, producer, policy).map(drop),
-                (_, None) => settle(&backend, event_pool(), from).map(drop),
-                (_, Some(Target::Stream(s))) => order(&backend, event_pool(), from, backend.locate(s)?).map(drop),
-                (_, Some(Target::Located(to))) => order(&backend, event_pool(), from, to).map(drop),
+            let to = match target {
+                None => None,
+                Some(Target::Stream(s)) => Some(backend.locate(s)?),
+                Some(Target::Located(to)) => Some(to),
+            };
+            match (policy, to) {
+                (SyncPolicy::Synchronize, _) => import(&backend, event_pool(), producer, producer, policy).map(drop)?,
+                (_, None) => settle(&backend, event_pool(), from).map(drop)?,
+                (_, Some(to)) => order(&backend, event_pool(), from, to).map(drop)?,
             }
+            Ok(to.filter(|&to| to != from).map(|consumer| HandBack { consumer, producer: from, device }))
         };
         py.detach(work).map_err(|e| fail(&e))
+    }
+
+    pub(super) fn hand_back(py: Python<'_>, handed: HandBack) {
+        let HandBack { consumer, producer, device } = handed;
+        let work = || -> Result<(), DriverError> {
+            cuda::driver_status()?;
+            let backend = DriverBackend::primary(device)?;
+            cai_core::sync::hand_back(&backend, event_pool(), consumer, producer).map(drop)
+        };
+        if let Err(e) = py.detach(work) {
+            let message = format!(
+                "stream: cannot make the producer's stream {producer} wait for stream {consumer}, which a Rust \
+                 function's work on an extracted array was ordered on: {e}; the producer's later work may overlap it"
+            );
+            crate::error::report_unraisable(py, driver_error(py, message));
+        }
     }
 
     /// The pointer's device, after checking that the driver knows the memory, that the

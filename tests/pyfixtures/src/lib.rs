@@ -501,6 +501,8 @@ fn cudarc_view_owner(x: PyCudaArrayRo<'_, f32, IxDyn>) -> PyResult<Py<PyAny>> {
 /// after the producer's pending work: `"stream"` names it to the extractor
 /// (`as_mut_ptr_on`), `"host"` takes the pointer with `as_mut_ptr` (a host wait), and
 /// `"cudarc"` goes through `cudarc_view` (cudarc's `DevicePtrMut` on another stream).
+/// `"stream, pending"` names the stream as `"stream"` does, fills 20 times over and
+/// returns without waiting: the producer's later work must wait for the fills.
 #[pyfunction]
 fn fill_on_new_stream(mut x: PyCudaArrayRw<'_, f32, IxDyn>, value: f32, how: &str) -> PyResult<()> {
     use cudarc::driver::{sys, DevicePtrMut};
@@ -516,6 +518,13 @@ fn fill_on_new_stream(mut x: PyCudaArrayRw<'_, f32, IxDyn>, value: f32, how: &st
     };
     match how {
         "stream" => memset(x.as_mut_ptr_on(&stream)? as sys::CUdeviceptr)?,
+        "stream, pending" => {
+            let ptr = x.as_mut_ptr_on(&stream)? as sys::CUdeviceptr;
+            for _ in 0..20 {
+                memset(ptr)?;
+            }
+            return Ok(());
+        }
         "host" => memset(x.as_mut_ptr()? as sys::CUdeviceptr)?,
         "cudarc" => {
             let mut view = x.cudarc_view()?;
@@ -533,6 +542,22 @@ fn fill_on_new_stream(mut x: PyCudaArrayRw<'_, f32, IxDyn>, value: f32, how: &st
 fn extract_and_settle(x: PyCudaArrayRo<'_, f32, IxDyn>) -> PyResult<usize> {
     x.as_ptr()?;
     Ok(usize::from(!x.stream().is_none()))
+}
+
+/// Orders `x`'s pending work before each stream of `streams` in turn (`order_on`, a
+/// `Stream` value each), then calls `during` (the function's work, as far as the driver's
+/// log goes) and returns what it returned; the producer's stream is made to wait for the
+/// streams as `x` goes.
+#[pyfunction]
+fn order_on_streams(
+    x: PyCudaArrayRo<'_, f32, IxDyn>,
+    streams: Vec<usize>,
+    during: &Bound<'_, PyAny>,
+) -> PyResult<Py<PyAny>> {
+    for raw in streams {
+        x.order_on(&stream_of(Some(raw))?)?;
+    }
+    Ok(during.call0()?.unbind())
 }
 
 /// `(ptr, shape, strides, readonly, stream)` of any f32 device array.
@@ -853,6 +878,7 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cudarc_view_owner, m)?)?;
     m.add_function(wrap_pyfunction!(fill_on_new_stream, m)?)?;
     m.add_function(wrap_pyfunction!(extract_and_settle, m)?)?;
+    m.add_function(wrap_pyfunction!(order_on_streams, m)?)?;
     m.add_function(wrap_pyfunction!(describe_f32, m)?)?;
     m.add_function(wrap_pyfunction!(dims_f32_2d, m)?)?;
     m.add_function(wrap_pyfunction!(element_strides_f64_2d, m)?)?;

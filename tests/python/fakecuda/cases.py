@@ -333,6 +333,111 @@ def test_an_extractor_that_reads_without_a_stream_makes_the_host_wait_for_the_pr
     assert "stream=0x7 ctx0" in calls[-2]
 
 
+def orderings():
+    """The event records and waits of the log, as ("record" or "wait", stream) pairs."""
+    out = []
+    for c in fake.calls(("cuEventRecord", "cuStreamWaitEvent", "cuEventSynchronize", "cuStreamSynchronize")):
+        stream = next((w.split("=")[1] for w in c.split() if w.startswith("stream=")), None)
+        kind = {"cuEventRecord": "record", "cuStreamWaitEvent": "wait"}.get(c.split()[0], c.split()[0])
+        out.append((kind, int(stream, 16)) if stream else (kind,))
+    return out
+
+
+def order_on(streams, **kw):
+    """`fx.order_on_streams` of a stream-7 producer: the orderings while the function worked,
+    and those made as its argument went."""
+    arr, ptr = fake.array(64)
+    during = []
+
+    def work():
+        during.extend(orderings())
+        fake.clear_log()
+
+    fake.clear_log()
+    fx.order_on_streams(producer(ptr, stream=S7, **kw), streams, work)
+    return during, orderings()
+
+
+def test_an_extractor_ordered_on_its_own_stream_makes_the_producer_stream_wait_for_it_as_it_goes():
+    # The specification's other half: the producer's later work on stream 7 must not
+    # overlap the function's work on stream 9, and the host blocks for neither.
+    during, after = order_on([S9])
+    assert during == [("record", S7), ("wait", S9)]
+    assert after == [("record", S9), ("wait", S7)]
+
+
+def test_the_producer_stream_waits_once_for_each_stream_the_work_went_to():
+    fake.stream(0x13, 0)
+    during, after = order_on([S9, S9, 0x13, S7])
+    assert [o for o in during if o[0] == "wait"] == [("wait", S9), ("wait", S9), ("wait", 0x13)]
+    assert after == [("record", S9), ("wait", S7), ("record", 0x13), ("wait", S7)]
+
+
+def test_an_extractor_ordered_on_a_stream_the_driver_does_not_know_names_that_stream():
+    arr, ptr = fake.array(64)
+    with pytest.raises(cai.CudaDriverError, match=r"^stream: cannot make stream 85 wait for the producer's stream 7: cuStreamGetCtx failed: CUDA_ERROR_INVALID_HANDLE \(400\).*CAI_IMPORT_SYNC=ignore"):
+        fx.order_on_streams(producer(ptr, stream=S7), [0x55], lambda: None)
+    # A producer stream it does not know is named as the producer's.
+    with pytest.raises(cai.CudaDriverError, match=r"^stream: cannot make stream 9 wait for the producer's stream 85: cuStreamGetCtx failed"):
+        fx.order_on_streams(producer(ptr, stream=0x55), [S9], lambda: None)
+
+
+def test_work_on_the_producer_stream_itself_needs_no_wait_either_way():
+    assert order_on([S7]) == ([], [])
+
+
+@pytest.mark.parametrize("policy, expected", [("ignore", ([], [])), ("synchronize", ([("cuStreamSynchronize", S7)], [("record", S9), ("wait", S7)]))])
+def test_the_extractor_hands_back_under_the_configured_policy(policy, expected):
+    cai.configure(import_sync=policy)
+    try:
+        assert order_on([S9]) == expected
+    finally:
+        cai.configure(import_sync="wait")
+
+
+def test_work_captured_into_a_graph_is_not_waited_for_as_the_argument_goes():
+    # Captured work runs when the graph is launched, which whoever launches it orders; the
+    # capture is left alone.
+    fake.stream(0x13, 0, capture=1, capture_id=5)
+    during, after = order_on([0x13])
+    assert during == [("record", S7), ("cuEventSynchronize",)]
+    assert after == []
+    assert fake.capture_status(0x13) == 1
+
+
+def test_a_failure_to_hand_back_is_reported_as_unraisable_and_the_call_returns(monkeypatch):
+    seen = []
+    monkeypatch.setattr("sys.unraisablehook", lambda u: seen.append((type(u.exc_value), str(u.exc_value))))
+    arr, ptr = fake.array(64)
+    events = fake.live_events()
+
+    def work():
+        fake.fail("cuStreamWaitEvent", 700)
+        return "done"
+
+    try:
+        assert fx.order_on_streams(producer(ptr, stream=S7), [S9], work) == "done"
+    finally:
+        fake.fail("cuStreamWaitEvent", 0)
+    assert len(seen) == 1 and seen[0][0] is cai.CudaDriverError
+    assert seen[0][1].startswith(
+        "stream: cannot make the producer's stream 7 wait for stream 9, which a Rust function's work on an extracted "
+        "array was ordered on: cuStreamWaitEvent failed: CUDA_ERROR_ILLEGAL_ADDRESS (700)"
+    ), seen[0][1]
+    assert fake.live_events() == events
+    # An exception the function raises is the one the caller sees.
+    def fails():
+        fake.fail("cuStreamWaitEvent", 700)
+        raise KeyError("the function's own")
+
+    try:
+        with pytest.raises(KeyError, match="the function's own"):
+            fx.order_on_streams(producer(ptr, stream=S7), [S9], fails)
+    finally:
+        fake.fail("cuStreamWaitEvent", 0)
+    assert len(seen) == 2
+
+
 def test_an_extractor_refuses_memory_the_driver_does_not_know():
     with pytest.raises(ValueError, match=r"^data: pointer 0x1234 is not memory the CUDA driver knows .*CAI_CHECK_POINTERS=0"):
         fx.describe_f32(producer(0x1234))

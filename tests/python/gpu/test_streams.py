@@ -39,6 +39,21 @@ def test_a_rust_function_on_a_non_blocking_stream_runs_after_the_producer(how):
         assert got == -1.0, f"trial {trial}: read {got}: the producer's pending work ran after the Rust function's"
 
 
+def test_the_producer_work_after_a_rust_function_waits_for_the_function_stream():
+    """The specification's other half, 20 trials: a Rust function leaves 20 memsets pending
+    on a stream of its own and returns; the producer's next write, on its own stream, must
+    land after them (the extractor made the producer's stream wait as the argument went)."""
+    cupy = pytest.importorskip("cupy")
+    buf = fx.CudarcBuffer([N])
+    ptr = buf.__cuda_array_interface__["data"][0]
+    for trial in range(20):
+        fx.fill_on_new_stream(buf, -1.0, "stream, pending")
+        buf.fill(float(trial))
+        cupy.cuda.runtime.deviceSynchronize()
+        got = last_value(cupy, ptr, 0)
+        assert got == float(trial), f"trial {trial}: read {got}: the Rust function's pending work ran after the producer's"
+
+
 def test_extractor_ordering_errors_name_the_process_wide_opt_outs():
     cupy = pytest.importorskip("cupy")
     s = cupy.cuda.Stream(non_blocking=True)
