@@ -125,18 +125,22 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
     }
 }
 
-/// Warns that nothing will be checked when `check_pointers=True` was asked for on a
-/// machine without a CUDA driver (the checks are skipped there).
-/// (`cai.configure(check_pointers=True)` stays silent: restoring saved options is common.)
+/// Warns that nothing will be checked when `check_pointers=True` was asked for where no
+/// CUDA driver can be used (none, or one whose `cuInit` fails): the checks are skipped
+/// there. (`cai.configure(check_pointers=True)` stays silent: restoring saved options is
+/// common.)
 fn warn_unchecked(py: Python<'_>, check_pointers: Option<bool>) -> PyResult<()> {
-    if check_pointers == Some(true) && !crate::sync::driver_present() {
-        let message = c"check_pointers=True: no CUDA driver can be loaded on this machine, so pointers are not checked";
-        let category = py.get_type::<pyo3::exceptions::PyRuntimeWarning>();
-        // A warnings hook may import again, with `check_pointers=True` again.
-        let _nesting = parse::Nesting::enter("a warning's hook")?;
-        PyErr::warn(py, &category, message, 1)?;
+    if check_pointers != Some(true) {
+        return Ok(());
     }
-    Ok(())
+    let Some(reason) = crate::sync::unchecked_reason() else { return Ok(()) };
+    // The driver's own text holds no NUL; one would only shorten the message.
+    let message = format!("check_pointers=True: {reason}, so pointers are not checked").replace('\0', "");
+    let message = std::ffi::CString::new(message).unwrap_or_default();
+    let category = py.get_type::<pyo3::exceptions::PyRuntimeWarning>();
+    // A warnings hook may import again, with `check_pointers=True` again.
+    let _nesting = parse::Nesting::enter("a warning's hook")?;
+    PyErr::warn(py, &category, &message, 1)
 }
 
 /// The options of one import, from its arguments and the process-wide settings.

@@ -65,6 +65,12 @@ pub(crate) fn driver_present() -> bool {
     imp::driver_present()
 }
 
+/// Why no pointer can be checked in this process (no driver, or one that cannot be
+/// used), or `None` when they can.
+pub(crate) fn unchecked_reason() -> Option<String> {
+    imp::unchecked_reason()
+}
+
 /// A stream a Rust function works on, to order an extracted array's pending work before:
 /// a [`Stream`] value (located in the context current on the calling thread) or, with
 /// the `driver` feature, a cudarc `CudaStream` (located in its own context).
@@ -244,6 +250,8 @@ impl Drop for HostCopy {
     }
 }
 
+const NO_DRIVER: &str = "no CUDA driver can be loaded on this machine";
+
 fn no_driver_for_export(py: Python<'_>, what: String, reason: &dyn std::fmt::Display) -> PyErr {
     driver_error(py, format!("{what}: {reason}"))
 }
@@ -254,6 +262,10 @@ mod imp {
 
     pub(super) fn driver_present() -> bool {
         false
+    }
+
+    pub(super) fn unchecked_reason() -> Option<String> {
+        Some(NO_DRIVER.to_owned())
     }
 
     pub(super) fn consume(py: Python<'_>, parsed: &Parsed, options: &ImportOptions) -> PyResult<Option<i32>> {
@@ -328,6 +340,14 @@ mod imp {
 
     pub(super) fn driver_present() -> bool {
         cuda::driver_present()
+    }
+
+    pub(super) fn unchecked_reason() -> Option<String> {
+        match cuda::driver_status() {
+            Ok(()) => None,
+            Err(DriverError::NotFound) => Some(NO_DRIVER.to_owned()),
+            Err(e) => Some(e.to_string()),
+        }
     }
 
     pub(super) fn pointer_opt_out(caller: Caller) -> &'static str {

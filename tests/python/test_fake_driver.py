@@ -47,3 +47,36 @@ def test_driver_paths_against_the_stand_in_driver(stand_in):
     assert r.returncode == 0, output
     assert "skipped" not in r.stdout.splitlines()[-1], output
     assert "PanicException" not in output and "panicked" not in output, output
+
+
+def test_a_driver_whose_cuinit_fails_is_named_and_pointers_go_unchecked_with_a_warning(stand_in):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAI_")}
+    env["LD_LIBRARY_PATH"] = stand_in + os.pathsep + env.get("LD_LIBRARY_PATH", "")
+    env["PYTHONPATH"] = FAKE + os.pathsep + HERE + os.pathsep + env.get("PYTHONPATH", "")
+    env["FAKE_CUDA_INIT_FAILS"] = "100"  # CUDA_ERROR_NO_DEVICE
+    script = """
+import warnings
+import cai
+from producers import Producer, cai_dict
+assert cai.cuda_driver_present()
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    view = cai.as_cuda_array(Producer(cai_dict()), check_pointers=True)
+print(view.ptr == cai_dict()["data"][0])
+print([str(w.message) for w in caught if w.category is RuntimeWarning])
+try:
+    cai.as_cuda_array(Producer(cai_dict(stream=7)))
+except cai.CudaDriverError as e:
+    print(e)
+"""
+    r = subprocess.run([sys.executable, "-c", script], env=env, cwd=HERE, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    accepted, warned, refused = r.stdout.splitlines()
+    assert accepted == "True"
+    assert warned.startswith(
+        "['check_pointers=True: the CUDA driver library was found but cannot be used: cuInit failed: "
+        "CUDA_ERROR_NO_DEVICE (100)"
+    ), warned
+    assert warned.endswith(", so pointers are not checked']"), warned
+    assert refused.startswith("stream: cannot synchronize on stream 7: the CUDA driver library was found but cannot be "
+                              "used: cuInit failed: CUDA_ERROR_NO_DEVICE (100)"), refused

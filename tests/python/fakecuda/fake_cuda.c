@@ -218,6 +218,9 @@ static int inside_allocation(CUdeviceptr p, size_t n) {
 CUresult cuInit(unsigned int flags) {
     ENTER("cuInit");
     LOG("cuInit flags=%u", flags);
+    /* A machine whose driver loads but cannot start (no device, say). */
+    const char *fails = getenv("FAKE_CUDA_INIT_FAILS");
+    if (fails && *fails) return (CUresult)atoi(fails);
     initialized = 1;
     return SUCCESS;
 }
@@ -238,6 +241,7 @@ static const char *error_name(CUresult e) {
     case INVALID_CONTEXT: return "CUDA_ERROR_INVALID_CONTEXT";
     case INVALID_HANDLE: return "CUDA_ERROR_INVALID_HANDLE";
     case NOT_FOUND: return "CUDA_ERROR_NOT_FOUND";
+    case 100: return "CUDA_ERROR_NO_DEVICE";
     case 700: return "CUDA_ERROR_ILLEGAL_ADDRESS";
     case STREAM_CAPTURE_IMPLICIT: return "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT";
     default: return NULL;
