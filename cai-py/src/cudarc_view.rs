@@ -72,7 +72,8 @@ fn located(stream: &CudaStream) -> Located<usize> {
 
 impl<T: Element, A: Access> CudaForeign<T, A> {
     /// A view of `len` elements at `ptr` on `device`, ordered on `stream`, kept alive by `owner`
-    /// (and `also`).
+    /// (and `also`). The view works in the context of a stream handle (another device's,
+    /// for memory reached through peer access), else in `device`'s primary context.
     pub(crate) fn new(
         ptr: usize,
         len: usize,
@@ -82,8 +83,23 @@ impl<T: Element, A: Access> CudaForeign<T, A> {
         also: Option<Py<PyAny>>,
     ) -> Result<CudaForeign<T, A>, DriverError> {
         cuda::driver_status()?;
-        let ctx = cuda::cudarc_context(device)?;
+        let mut ctx = cuda::cudarc_context(device)?;
         let _keep = KeepCurrent::new();
+        if let Stream::Handle(_) = stream {
+            // A stream works only in its own context, which may be another device's than
+            // the memory's (memory reached through peer access): the view's work goes there.
+            let at = DriverBackend::primary(device)?.locate(stream)?;
+            if at.context != ctx.cu_ctx() as usize {
+                let stream_device = cuda::context_device(at.context)?;
+                ctx = cuda::cudarc_context(stream_device)?;
+                if at.context != ctx.cu_ctx() as usize {
+                    return Err(DriverError::Invalid(format!(
+                        "the producer's stream {stream} belongs to a CUDA context that is not a device's primary \
+                         context, and cudarc works in primary contexts only"
+                    )));
+                }
+            }
+        }
         let (stream, own_stream) = match stream {
             Stream::PerThreadDefault => (cuda::cudarc_stream_after(&ctx, Stream::PerThreadDefault)?, true),
             other => {

@@ -484,6 +484,17 @@ fn zero_with_cudarc(x: PyCudaArrayRw<'_, f32, IxDyn>) -> PyResult<()> {
     stream.synchronize().map_err(|e| driver_error(format!("{e:?}")))
 }
 
+/// The device of the context `x`'s cudarc view works in (that of its stream).
+#[pyfunction]
+fn cudarc_view_device(x: PyCudaArrayRo<'_, f32, IxDyn>) -> PyResult<usize> {
+    use cudarc::driver::DeviceSlice;
+    let _keep = cai_core::cuda::KeepCurrent::new();
+    let view = x.cudarc_view()?;
+    let device = view.stream().context().ordinal();
+    drop(view);
+    Ok(device)
+}
+
 /// What keeps the memory of `x`'s cudarc view alive (the view's owner).
 #[pyfunction]
 fn cudarc_view_owner(x: PyCudaArrayRo<'_, f32, IxDyn>) -> PyResult<Py<PyAny>> {
@@ -879,6 +890,7 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fill_on_new_stream, m)?)?;
     m.add_function(wrap_pyfunction!(extract_and_settle, m)?)?;
     m.add_function(wrap_pyfunction!(order_on_streams, m)?)?;
+    m.add_function(wrap_pyfunction!(cudarc_view_device, m)?)?;
     m.add_function(wrap_pyfunction!(describe_f32, m)?)?;
     m.add_function(wrap_pyfunction!(dims_f32_2d, m)?)?;
     m.add_function(wrap_pyfunction!(element_strides_f64_2d, m)?)?;

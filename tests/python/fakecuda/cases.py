@@ -493,6 +493,19 @@ def test_a_cudarc_view_of_an_array_on_the_per_thread_stream_has_a_stream_of_its_
     assert calls[-1] == "cuStreamDestroy"
 
 
+def test_a_cudarc_view_works_in_the_context_of_the_producer_stream():
+    # Memory of device 0 on a stream of device 1 (peer access): the stream is usable only
+    # in device 1's context, so the view's work goes there.
+    arr, ptr = fake.array(64, device=0)
+    assert fx.cudarc_view_device(producer(ptr, stream=S17)) == 1
+    assert fx.cudarc_view_device(producer(ptr, stream=S9)) == 0
+    assert fx.cudarc_view_device(producer(ptr, stream=1)) == 0
+    arr, ptr = fake.array(64, device=1)
+    assert fx.cudarc_view_device(producer(ptr, stream=S7)) == 0
+    with pytest.raises(cai.CudaDriverError, match=r"^data: cannot make a cudarc view: cuStreamGetCtx failed: CUDA_ERROR_INVALID_HANDLE"):
+        fx.cudarc_view_device(producer(ptr, stream=0x55))
+
+
 def test_a_cudarc_view_with_a_stream_of_its_own_leaves_a_capture_on_the_device_alone():
     # cudarc's new_stream synchronizes the whole context when it makes the context's first
     # stream: during a capture, the driver refuses that and invalidates the capture. The
