@@ -457,12 +457,17 @@ fn text_argument(name: &str, value: Option<&Bound<'_, PyAny>>, expected: &str) -
 /// A flag given as the argument `name` (`None` when absent or None): True or False (a
 /// NumPy bool too); anything else is a `TypeError` that names the argument and the value.
 fn bool_argument(name: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<bool>> {
+    flag_argument(name, value, "True or False")
+}
+
+/// [`bool_argument`], whose error says that `expected` is.
+pub(crate) fn flag_argument(name: &str, value: Option<&Bound<'_, PyAny>>, expected: &str) -> PyResult<Option<bool>> {
     let Some(v) = some_value(value) else { return Ok(None) };
     if let Ok(b) = v.cast_exact::<PyBool>() {
         return Ok(Some(b.is_true()));
     }
     let wrong = || -> PyResult<Option<bool>> {
-        Err(Problem::type_error(format!("{name}: expected True or False, received {}", received(v)?)).into())
+        Err(Problem::type_error(format!("{name}: expected {expected}, received {}", received(v)?)).into())
     };
     // NumPy's bool, recognized by its (static) type's name and read by its truth value.
     let name = crate::error::static_type_name(v)?;

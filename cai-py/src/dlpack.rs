@@ -264,12 +264,9 @@ fn dl_device(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<DLDevice>> {
     Ok(Some(DLDevice { device_type: narrow(t, 0, "device type")?, device_id: narrow(id, 1, "device id")? }))
 }
 
+/// `copy`, read as `cai.from_dlpack` reads it (a NumPy bool too).
 fn copy_flag(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<bool>> {
-    let Some(v) = some(value) else { return Ok(None) };
-    match v.cast::<PyBool>() {
-        Ok(b) => Ok(Some(b.is_true())),
-        Err(_) => Err(PyTypeError::new_err(format!("copy: expected None, True or False, received {}", received(v)?))),
-    }
+    crate::api::flag_argument("copy", value, "None, True or False")
 }
 
 fn describe(device: DLDevice) -> String {

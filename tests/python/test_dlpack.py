@@ -279,6 +279,9 @@ def test_a_views_dlpack_reads_its_keywords_as_python_would():
         view.__dlpack__(max_version="1.0")
     with pytest.raises(TypeError, match=r"copy: expected None, True or False, received 1 \(int\)"):
         view.__dlpack__(copy=1)
+    # A NumPy bool reads as the bool it is, as cai.from_dlpack(copy=...) reads it.
+    assert view.__dlpack__(copy=np.False_) is not None
+    assert view.__dlpack__(copy=np.True_) is not None
     with pytest.raises(BufferError, match=r"stream: host memory is exported with stream=None, received 1 \(int\)"):
         view.__dlpack__(stream=1)
     with pytest.raises(TypeError, match=r"max_version: expected a tuple of two ints, received \(1, 2, 3\)"):
