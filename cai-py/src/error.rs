@@ -216,11 +216,12 @@ pub(crate) fn py_tuple<T: std::fmt::Display>(items: &[T]) -> String {
     cai_core::PyTuple(items).to_string()
 }
 
-/// Reports `err` through `sys.unraisablehook`, as CPython reports an exception raised in a
-/// `__del__`: for failures on paths that cannot raise (a drop). An exception already set
-/// is set aside meanwhile and restored for its caller.
+/// Reports the error `make` builds through `sys.unraisablehook`, as CPython reports an
+/// exception raised in a `__del__`: for failures on paths that cannot raise (a drop). An
+/// exception already set is set aside first (building the error may run Python code, an
+/// import) and restored for its caller.
 #[cfg(feature = "driver")]
-pub(crate) fn report_unraisable(py: Python<'_>, err: PyErr) {
+pub(crate) fn report_unraisable(py: Python<'_>, make: impl FnOnce() -> PyErr) {
     // SAFETY: the GIL is held; the three pointers PyErr_Fetch fills are restored,
     // references and all, by PyErr_Restore. (Not `PyErr::take`: a pending
     // `PanicException` would resume its panic there.)
@@ -229,7 +230,7 @@ pub(crate) fn report_unraisable(py: Python<'_>, err: PyErr) {
         // The stable ABI's pair from 3.10 on (pyo3 marks it deprecated for 3.12 builds).
         #[allow(deprecated)]
         pyo3::ffi::PyErr_Fetch(&mut kind, &mut value, &mut traceback);
-        err.write_unraisable(py, None);
+        make().write_unraisable(py, None);
         #[allow(deprecated)]
         pyo3::ffi::PyErr_Restore(kind, value, traceback);
     }

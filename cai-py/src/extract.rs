@@ -13,7 +13,9 @@ use pyo3::Borrowed;
 use crate::dlpack::Memory;
 use crate::error::{py_tuple, received, Problem};
 use crate::parse::{self, Interface, Parsed};
-use crate::sync::{consume, hand_back, order_deferred, Caller, ConsumerStream, HandBack, ImportOptions};
+use crate::sync::{
+    consume, hand_back, order_deferred, report_hand_back, Caller, ConsumerStream, HandBack, ImportOptions,
+};
 
 pub(crate) mod sealed {
     pub trait Sealed {}
@@ -112,12 +114,15 @@ impl Access for ReadWrite {
 ///
 /// - [`as_ptr_on`](Self::as_ptr_on) / [`as_mut_ptr_on`](Self::as_mut_ptr_on) (or
 ///   [`order_on`](Self::order_on)) with the stream the work goes to (a cudarc
-///   `CudaStream`, or a [`Stream`]): that stream waits on an event of the producer's
+///   `Arc<CudaStream>`, or a [`Stream`]): that stream waits on an event of the producer's
 ///   stream; the host does not block. The other way round as well: when the argument
-///   goes (the function returns), the producer's stream is made to wait on an event of
-///   that stream, so that the producer's later work neither overwrites nor frees memory
-///   the function's work still uses (the host does not block either; a failure there is
-///   reported through `sys.unraisablehook`);
+///   goes (after the function's body, its locals included), the producer's stream is made
+///   to wait on an event of that stream, so that the producer's later work neither
+///   overwrites nor frees memory the function's work still uses. The argument keeps a
+///   cudarc stream alive until then; a `Stream` handle must stay valid until then. A
+///   failure there is reported through `sys.unraisablehook`. (Under a graph capture, as
+///   for the first wait: work captured into a graph is not waited for, since it runs
+///   when the graph is launched; see `cai_core::sync::hand_back`);
 /// - [`as_ptr`](Self::as_ptr) / [`as_mut_ptr`](Self::as_mut_ptr), when no stream was
 ///   named: the host waits for the producer's pending work (once), so that work launched
 ///   afterwards on any stream sees it. The stream of that work is unknown here, so the
@@ -150,7 +155,10 @@ impl Access for ReadWrite {
 /// }
 /// ```
 pub struct PyCudaArray<'py, T: Element, D: Dimension = IxDyn, A: Access = ReadOnly> {
-    argument: Argument<'py>,
+    /// Dropped by hand: after the producer's stream waited for the function's streams (the
+    /// object may be the memory's last owner), before a failure there is reported (the
+    /// hook may extract the same object again).
+    argument: ManuallyDrop<Argument<'py>>,
     policy: SyncPolicy,
     device: Option<i32>,
     /// Whether the producer's work is still to be ordered before the pointer is used.
@@ -163,8 +171,12 @@ pub struct PyCudaArray<'py, T: Element, D: Dimension = IxDyn, A: Access = ReadOn
 
 impl<T: Element, D: Dimension, A: Access> Drop for PyCudaArray<'_, T, D, A> {
     fn drop(&mut self) {
-        for handed in self.handed.get_mut().drain(..) {
-            hand_back(self.argument.py, handed);
+        let py = self.argument.py;
+        let failures: Vec<String> = self.handed.get_mut().drain(..).filter_map(|h| hand_back(py, h).err()).collect();
+        // SAFETY: dropped once, here; the field is not used afterwards.
+        unsafe { ManuallyDrop::drop(&mut self.argument) };
+        for message in failures {
+            report_hand_back(py, message);
         }
     }
 }
@@ -680,7 +692,7 @@ impl<'a, 'py, T: Element, D: Dimension, A: Access> FromPyObject<'a, 'py> for PyC
         let pending = !parsed.descriptor.stream.is_none() && policy != SyncPolicy::Ignore;
         let argument = Argument::register(object, parsed, lifeline, A::WRITABLE)?;
         Ok(PyCudaArray {
-            argument,
+            argument: ManuallyDrop::new(argument),
             policy,
             device,
             pending: Cell::new(pending),
@@ -710,7 +722,7 @@ impl<'py, T: Element, D: Dimension, A: Access> PyCudaArray<'py, T, D, A> {
             order_deferred(py, self.argument.descriptor.stream, self.policy, self.device, Some(stream.target()))?;
         if let Some(handed) = handed {
             let mut all = self.handed.borrow_mut();
-            if !all.contains(&handed) {
+            if !all.iter().any(|h| h.same_streams(&handed)) {
                 all.push(handed);
             }
         }

@@ -73,7 +73,11 @@ pub(crate) fn unchecked_reason() -> Option<String> {
 
 /// A stream a Rust function works on, to order an extracted array's pending work before:
 /// a [`Stream`] value (located in the context current on the calling thread) or, with
-/// the `driver` feature, a cudarc `CudaStream` (located in its own context).
+/// the `driver` feature, a cudarc `Arc<CudaStream>` (located in its own context, and kept
+/// alive by the argument until the producer's stream has been made to wait for it).
+///
+/// A `Stream` handle must stay valid until the argument goes, after the function's body
+/// (its locals included): the producer's stream is then made to wait for it.
 pub trait ConsumerStream: crate::extract::sealed::Sealed {
     #[doc(hidden)]
     fn target(&self) -> Target;
@@ -81,13 +85,13 @@ pub trait ConsumerStream: crate::extract::sealed::Sealed {
 
 /// Where deferred ordering goes.
 #[doc(hidden)]
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub enum Target {
     /// A stream value, located by the engine.
     Stream(Stream),
-    /// A stream and its context.
+    /// A cudarc stream, located in its own context.
     #[cfg(feature = "driver")]
-    Located(cai_core::sync::Located<usize>),
+    Cudarc(std::sync::Arc<cudarc::driver::CudaStream>),
 }
 
 impl crate::extract::sealed::Sealed for Stream {}
@@ -97,25 +101,15 @@ impl ConsumerStream for Stream {
     }
 }
 
-#[cfg(feature = "driver")]
-impl crate::extract::sealed::Sealed for cudarc::driver::CudaStream {}
-#[cfg(feature = "driver")]
-impl ConsumerStream for cudarc::driver::CudaStream {
-    fn target(&self) -> Target {
-        let stream = match self.cu_stream() as usize {
-            0 => Stream::LegacyDefault,
-            raw => Stream::from_raw(Some(raw)).unwrap_or(Stream::LegacyDefault),
-        };
-        Target::Located(cai_core::sync::Located { stream, context: self.context().cu_ctx() as usize })
-    }
-}
-
+// Only the `Arc`: the argument keeps the stream until the producer's stream has waited
+// for it, and a stream that is only borrowed may be destroyed before that (a function's
+// local stream goes before its arguments do).
 #[cfg(feature = "driver")]
 impl crate::extract::sealed::Sealed for std::sync::Arc<cudarc::driver::CudaStream> {}
 #[cfg(feature = "driver")]
 impl ConsumerStream for std::sync::Arc<cudarc::driver::CudaStream> {
     fn target(&self) -> Target {
-        (**self).target()
+        Target::Cudarc(self.clone())
     }
 }
 
@@ -143,11 +137,16 @@ pub(crate) fn order_deferred(
 pub(crate) use imp::HandBack;
 
 /// Makes the producer's stream wait for the work queued on the consumer's stream so far
-/// (the other half of [`order_deferred`]): an event wait, so the host does not block. Run
-/// as an extracted argument goes, which cannot raise: a failure is reported as
-/// unraisable, as an exception in `__del__` is.
-pub(crate) fn hand_back(py: Python<'_>, handed: HandBack) {
+/// (the other half of [`order_deferred`]): an event wait where the streams allow it (see
+/// `cai_core::sync::hand_back`). Run as an extracted argument goes, which cannot raise: a
+/// failure is returned as its message, for [`report_hand_back`].
+pub(crate) fn hand_back(py: Python<'_>, handed: HandBack) -> Result<(), String> {
     imp::hand_back(py, handed)
+}
+
+/// Reports a failed [`hand_back`] through `sys.unraisablehook`, as `cai.CudaDriverError`.
+pub(crate) fn report_hand_back(py: Python<'_>, message: String) {
+    imp::report_hand_back(py, message)
 }
 
 /// Where an exported device array's memory is, for `__dlpack_device__`: the device of its
@@ -277,8 +276,14 @@ mod imp {
     }
 
     /// Never made without the driver.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[derive(Debug)]
     pub(crate) enum HandBack {}
+
+    impl HandBack {
+        pub(crate) fn same_streams(&self, _other: &HandBack) -> bool {
+            match *self {}
+        }
+    }
 
     pub(super) fn order_deferred(
         py: Python<'_>,
@@ -290,9 +295,11 @@ mod imp {
         Err(sync_failure(py, producer, &cai_core::DriverError::Unsupported, Caller::Extractor))
     }
 
-    pub(super) fn hand_back(_py: Python<'_>, handed: HandBack) {
+    pub(super) fn hand_back(_py: Python<'_>, handed: HandBack) -> Result<(), String> {
         match handed {}
     }
+
+    pub(super) fn report_hand_back(_py: Python<'_>, _message: String) {}
 
     pub(super) fn export_device(py: Python<'_>, ptr: usize, _empty: bool, check_pointers: bool) -> PyResult<DLDevice> {
         if !check_pointers {
@@ -521,12 +528,21 @@ mod imp {
     }
 
     /// A consumer's stream whose work the producer's stream is to wait for, both located,
-    /// and the device whose primary context the backend falls back to.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    /// the device whose primary context the backend falls back to, and a cudarc consumer
+    /// stream, kept (with its context) until the producer's stream has waited for it.
+    #[derive(Debug)]
     pub(crate) struct HandBack {
         consumer: Located<usize>,
         producer: Located<usize>,
         device: i32,
+        keep: Option<std::sync::Arc<cudarc::driver::CudaStream>>,
+    }
+
+    impl HandBack {
+        /// Whether both hand the same consumer stream back to the same producer stream.
+        pub(crate) fn same_streams(&self, other: &HandBack) -> bool {
+            (self.consumer, self.producer) == (other.consumer, other.producer)
+        }
     }
 
     pub(super) fn order_deferred(
@@ -536,9 +552,9 @@ mod imp {
         device: Option<i32>,
         target: Option<Target>,
     ) -> PyResult<Option<HandBack>> {
-        let consumer = target.map(|t| match t {
-            Target::Stream(s) => s,
-            Target::Located(l) => l.stream,
+        let consumer = target.as_ref().map(|t| match t {
+            Target::Stream(s) => *s,
+            Target::Cudarc(c) => located(c).stream,
         });
         // The consumer's stream is named where there is one: the failure may be its own.
         let fail = |e: &dyn std::fmt::Display| match consumer {
@@ -556,35 +572,53 @@ mod imp {
         let backend = DriverBackend::primary(device).map_err(|e| fail(&e))?;
         let work = || -> Result<Option<HandBack>, DriverError> {
             let from = backend.locate(producer)?;
-            let to = match target {
-                None => None,
-                Some(Target::Stream(s)) => Some(backend.locate(s)?),
-                Some(Target::Located(to)) => Some(to),
+            let (to, keep) = match target {
+                None => (None, None),
+                Some(Target::Stream(s)) => (Some(backend.locate(s)?), None),
+                Some(Target::Cudarc(c)) => (Some(located(&c)), Some(c)),
             };
             match (policy, to) {
                 (SyncPolicy::Synchronize, _) => import(&backend, event_pool(), producer, producer, policy).map(drop)?,
                 (_, None) => settle(&backend, event_pool(), from).map(drop)?,
                 (_, Some(to)) => order(&backend, event_pool(), from, to).map(drop)?,
             }
-            Ok(to.filter(|&to| to != from).map(|consumer| HandBack { consumer, producer: from, device }))
+            Ok(to.filter(|&to| to != from).map(|consumer| HandBack { consumer, producer: from, device, keep }))
         };
         py.detach(work).map_err(|e| fail(&e))
     }
 
-    pub(super) fn hand_back(py: Python<'_>, handed: HandBack) {
-        let HandBack { consumer, producer, device } = handed;
-        let work = || -> Result<(), DriverError> {
-            cuda::driver_status()?;
-            let backend = DriverBackend::primary(device)?;
-            cai_core::sync::hand_back(&backend, event_pool(), consumer, producer).map(drop)
+    /// A cudarc stream, located in its own context.
+    fn located(stream: &cudarc::driver::CudaStream) -> Located<usize> {
+        let value = match stream.cu_stream() as usize {
+            0 => Stream::LegacyDefault,
+            raw => Stream::from_raw(Some(raw)).unwrap_or(Stream::LegacyDefault),
         };
-        if let Err(e) = py.detach(work) {
-            let message = format!(
+        Located { stream: value, context: stream.context().cu_ctx() as usize }
+    }
+
+    pub(super) fn hand_back(py: Python<'_>, handed: HandBack) -> Result<(), String> {
+        let HandBack { consumer, producer, device, keep } = handed;
+        let work = move || -> Result<(), DriverError> {
+            // Dropping `keep` may destroy the stream, for which cudarc binds its context to
+            // the thread: the caller's current context is put back after.
+            let _keep_current = cuda::KeepCurrent::new();
+            let result = cuda::driver_status().and_then(|()| {
+                let backend = DriverBackend::primary(device)?;
+                cai_core::sync::hand_back(&backend, event_pool(), consumer, producer).map(drop)
+            });
+            drop(keep);
+            result
+        };
+        py.detach(work).map_err(|e| {
+            format!(
                 "stream: cannot make the producer's stream {producer} wait for stream {consumer}, which a Rust \
                  function's work on an extracted array was ordered on: {e}; the producer's later work may overlap it"
-            );
-            crate::error::report_unraisable(py, driver_error(py, message));
-        }
+            )
+        })
+    }
+
+    pub(super) fn report_hand_back(py: Python<'_>, message: String) {
+        crate::error::report_unraisable(py, || driver_error(py, message));
     }
 
     /// The pointer's device, after checking that the driver knows the memory, that the

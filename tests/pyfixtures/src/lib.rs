@@ -571,6 +571,17 @@ fn order_on_streams(
     Ok(during.call0()?.unbind())
 }
 
+/// Orders `x` before a new cudarc stream of device 0 that is a local of the function, as a
+/// function's own stream usually is (gone before its arguments); returns its handle.
+#[pyfunction]
+fn order_on_a_local_cudarc_stream(x: PyCudaArrayRo<'_, f32, IxDyn>) -> PyResult<usize> {
+    let _keep = cai_core::cuda::KeepCurrent::new();
+    let ctx = cai_core::cuda::cudarc_context(0).map_err(driver_error)?;
+    let stream = ctx.new_stream().map_err(|e| driver_error(format!("{e:?}")))?;
+    x.order_on(&stream)?;
+    Ok(stream.cu_stream() as usize)
+}
+
 /// `(ptr, shape, strides, readonly, stream)` of any f32 device array.
 #[pyfunction]
 fn describe_f32(x: PyCudaArrayRo<'_, f32>) -> (usize, Vec<usize>, Vec<isize>, bool, Option<usize>) {
@@ -890,6 +901,7 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fill_on_new_stream, m)?)?;
     m.add_function(wrap_pyfunction!(extract_and_settle, m)?)?;
     m.add_function(wrap_pyfunction!(order_on_streams, m)?)?;
+    m.add_function(wrap_pyfunction!(order_on_a_local_cudarc_stream, m)?)?;
     m.add_function(wrap_pyfunction!(cudarc_view_device, m)?)?;
     m.add_function(wrap_pyfunction!(describe_f32, m)?)?;
     m.add_function(wrap_pyfunction!(dims_f32_2d, m)?)?;
