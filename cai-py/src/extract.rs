@@ -187,12 +187,22 @@ impl<T: Element, D: Dimension, A: Access> PyCudaArray<'_, T, D, A> {
     #[cold]
     #[inline(never)]
     fn hand_back_and_release(&mut self) {
+        /// Drops the argument when it goes, unwinding included.
+        struct Release<'a, 'py>(&'a mut ManuallyDrop<Argument<'py>>);
+        impl Drop for Release<'_, '_> {
+            fn drop(&mut self) {
+                // SAFETY: made once, in `hand_back_and_release` (from `drop`), over a field
+                // that is not used afterwards.
+                unsafe { ManuallyDrop::drop(self.0) };
+            }
+        }
         let py = self.argument.py;
         // SAFETY: taken once, here (from `drop`); the field is not used afterwards.
         let handed = unsafe { ManuallyDrop::take(&mut self.handed) }.into_inner();
-        let failures: Vec<String> = handed.into_iter().filter_map(|h| hand_back(py, h).err()).collect();
-        // SAFETY: dropped once, here (from `drop`); the field is not used afterwards.
-        unsafe { ManuallyDrop::drop(&mut self.argument) };
+        let failures: Vec<String> = {
+            let _release = Release(&mut self.argument);
+            handed.into_iter().filter_map(|h| hand_back(py, h).err()).collect()
+        };
         for message in failures {
             report_hand_back(py, message);
         }
@@ -738,9 +748,9 @@ impl<'py, T: Element, D: Dimension, A: Access> PyCudaArray<'py, T, D, A> {
         let py = self.argument.py;
         let handed =
             order_deferred(py, self.argument.descriptor.stream, self.policy, self.device, Some(stream.target()))?;
-        if let Some(handed) = handed {
+        if let Some(mut handed) = handed {
             let mut all = self.handed.borrow_mut();
-            if !all.iter().any(|h| h.same_streams(&handed)) {
+            if !all.iter_mut().any(|h| h.absorbs(&mut handed)) {
                 all.push(handed);
             }
         }

@@ -280,7 +280,7 @@ mod imp {
     pub(crate) enum HandBack {}
 
     impl HandBack {
-        pub(crate) fn same_streams(&self, _other: &HandBack) -> bool {
+        pub(crate) fn absorbs(&mut self, _other: &mut HandBack) -> bool {
             match *self {}
         }
     }
@@ -539,9 +539,28 @@ mod imp {
     }
 
     impl HandBack {
-        /// Whether both hand the same consumer stream back to the same producer stream.
-        pub(crate) fn same_streams(&self, other: &HandBack) -> bool {
-            (self.consumer, self.producer) == (other.consumer, other.producer)
+        /// Whether `other` hands the same consumer stream back to the same producer
+        /// stream; if so, it is folded into this one (its cudarc stream kept, if this one
+        /// keeps none: the same stream may be named once as a `Stream` and once as a cudarc
+        /// stream).
+        pub(crate) fn absorbs(&mut self, other: &mut HandBack) -> bool {
+            let same = (self.consumer, self.producer) == (other.consumer, other.producer);
+            if same && self.keep.is_none() {
+                self.keep = other.keep.take();
+            }
+            same
+        }
+    }
+
+    impl Drop for HandBack {
+        fn drop(&mut self) {
+            if let Some(stream) = self.keep.take() {
+                // The last reference destroys the stream, for which cudarc binds its
+                // context to the thread: the caller's current context is put back after
+                // (on every path, unwinding included).
+                let _keep_current = cuda::KeepCurrent::new();
+                drop(stream);
+            }
         }
     }
 
@@ -597,16 +616,14 @@ mod imp {
     }
 
     pub(super) fn hand_back(py: Python<'_>, handed: HandBack) -> Result<(), String> {
-        let HandBack { consumer, producer, device, keep } = handed;
+        let (consumer, producer, device) = (handed.consumer, handed.producer, handed.device);
         let work = move || -> Result<(), DriverError> {
-            // Dropping `keep` may destroy the stream, for which cudarc binds its context to
-            // the thread: the caller's current context is put back after.
-            let _keep_current = cuda::KeepCurrent::new();
             let result = cuda::driver_status().and_then(|()| {
                 let backend = DriverBackend::primary(device)?;
                 cai_core::sync::hand_back(&backend, event_pool(), consumer, producer).map(drop)
             });
-            drop(keep);
+            // Its cudarc stream, kept until now, may go with it.
+            drop(handed);
             result
         };
         py.detach(work).map_err(|e| {

@@ -572,14 +572,29 @@ fn order_on_streams(
 }
 
 /// Orders `x` before a new cudarc stream of device 0 that is a local of the function, as a
-/// function's own stream usually is (gone before its arguments); returns its handle.
+/// function's own stream usually is (gone before its arguments), first by its handle as a
+/// `Stream` when `handle_first`; returns its handle.
 #[pyfunction]
-fn order_on_a_local_cudarc_stream(x: PyCudaArrayRo<'_, f32, IxDyn>) -> PyResult<usize> {
+fn order_on_a_local_cudarc_stream(x: PyCudaArrayRo<'_, f32, IxDyn>, handle_first: bool) -> PyResult<usize> {
     let _keep = cai_core::cuda::KeepCurrent::new();
     let ctx = cai_core::cuda::cudarc_context(0).map_err(driver_error)?;
     let stream = ctx.new_stream().map_err(|e| driver_error(format!("{e:?}")))?;
+    if handle_first {
+        x.order_on(&stream_of(Some(stream.cu_stream() as usize))?)?;
+    }
     x.order_on(&stream)?;
     Ok(stream.cu_stream() as usize)
+}
+
+/// Appends the address of the writable f32 device array `x` to `out` (`_more` is ignored:
+/// room for what a hook is called with).
+#[pyfunction]
+fn append_address_rw(
+    x: PyCudaArrayRw<'_, f32, IxDyn>,
+    out: &Bound<'_, pyo3::types::PyList>,
+    _more: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    out.append(x.device_address())
 }
 
 /// `(ptr, shape, strides, readonly, stream)` of any f32 device array.
@@ -901,6 +916,7 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fill_on_new_stream, m)?)?;
     m.add_function(wrap_pyfunction!(extract_and_settle, m)?)?;
     m.add_function(wrap_pyfunction!(order_on_streams, m)?)?;
+    m.add_function(wrap_pyfunction!(append_address_rw, m)?)?;
     m.add_function(wrap_pyfunction!(order_on_a_local_cudarc_stream, m)?)?;
     m.add_function(wrap_pyfunction!(cudarc_view_device, m)?)?;
     m.add_function(wrap_pyfunction!(describe_f32, m)?)?;

@@ -6,6 +6,7 @@ memory" is host memory registered with it, so copies can be checked byte for byt
 its log says what cai asked of the driver.
 """
 
+import functools
 import threading
 
 import numpy as np
@@ -407,14 +408,8 @@ def test_work_captured_into_a_graph_is_not_waited_for_as_the_argument_goes():
 
 def test_a_failure_to_hand_back_is_reported_as_unraisable_and_the_call_returns(monkeypatch):
     seen = []
+    monkeypatch.setattr("sys.unraisablehook", lambda u: seen.append((type(u.exc_value), str(u.exc_value))))
     arr, ptr = fake.array(64)
-
-    def hook(u):
-        # The argument is gone when the hook runs: the same array may be taken again.
-        fx.order_on_streams(producer(ptr, stream=S7), [], lambda: None)
-        seen.append((type(u.exc_value), str(u.exc_value)))
-
-    monkeypatch.setattr("sys.unraisablehook", hook)
     fx.order_on_streams(producer(ptr, stream=S7), [S9], lambda: None)  # the pool has its events
     events = fake.live_events()
 
@@ -434,17 +429,38 @@ def test_a_failure_to_hand_back_is_reported_as_unraisable_and_the_call_returns(m
     assert fake.live_events() == events
 
 
-def test_a_cudarc_stream_local_to_the_function_lives_until_the_producer_stream_waited_for_it():
+def test_the_failed_hand_back_is_reported_after_the_argument_is_released(monkeypatch):
+    # A hook with no Python frame of its own is called from the frame of the call whose
+    # argument failed: taking the same array for writing there conflicts with the
+    # argument (read-only) until it is released.
+    arr, ptr = fake.array(64)
+    p, taken = producer(ptr, stream=S7), []
+    monkeypatch.setattr("sys.unraisablehook", functools.partial(fx.append_address_rw, p, taken))
+
+    def work():
+        fake.fail("cuStreamWaitEvent", 700)
+
+    try:
+        fx.order_on_streams(p, [S9], work)
+    finally:
+        fake.fail("cuStreamWaitEvent", 0)
+    assert taken == [ptr]
+
+
+@pytest.mark.parametrize("handle_first", [False, True])
+def test_a_cudarc_stream_local_to_the_function_lives_until_the_producer_stream_waited_for_it(handle_first):
     # The function's stream goes before its argument does: the argument keeps it, so that
-    # the event is recorded on a live stream, and lets it go after.
+    # the event is recorded on a live stream, and lets it go after. Named first by its
+    # handle, the stream is still kept when it is named as a cudarc stream afterwards.
     arr, ptr = fake.array(64)
     fake.clear_log()
-    handle = fx.order_on_a_local_cudarc_stream(producer(ptr, stream=S7))
+    handle = fx.order_on_a_local_cudarc_stream(producer(ptr, stream=S7), handle_first)
     calls = [c for c in driver_calls() if f"stream=0x{handle:x}" in c or c.startswith("cuStreamWaitEvent stream=0x7 ")]
+    ordered = ["cuStreamWaitEvent"] * (2 if handle_first else 1)
     assert [c.split()[0] for c in calls] == [
-        "cuStreamCreate", "cuStreamWaitEvent", "cuEventRecord", "cuStreamWaitEvent", "cuStreamDestroy"
+        "cuStreamCreate", *ordered, "cuEventRecord", "cuStreamWaitEvent", "cuStreamDestroy"
     ], calls
-    assert calls[3].startswith("cuStreamWaitEvent stream=0x7 ")
+    assert calls[-2].startswith("cuStreamWaitEvent stream=0x7 ")
 
 
 def test_an_extractor_refuses_memory_the_driver_does_not_know():
