@@ -283,6 +283,18 @@ pub fn order<B: Backend>(
     }
     let (produced, consumed) = (backend.capture(from)?, backend.capture(to)?);
     let host = plan(produced, consumed, from.stream, &format_args!("stream {}", to.stream))?;
+    wait_for(backend, pool, from, to, host)
+}
+
+/// Records a pooled event of `from`'s context on `from`, and makes `to` wait on it, or the
+/// host when `host` (the event goes back to the pool either way).
+fn wait_for<B: Backend>(
+    backend: &B,
+    pool: &EventPool<B>,
+    from: Located<B::Context>,
+    to: Located<B::Context>,
+    host: bool,
+) -> Result<Action, DriverError> {
     let event = pool.take(backend, from.context)?;
     let result = backend.record(&event, from).and_then(|()| {
         if host {
@@ -326,16 +338,7 @@ pub fn hand_back<B: Backend>(
         (Capture::Idle, Capture::Active(_)) => true,
         (Capture::Idle, Capture::Idle) => false,
     };
-    let event = pool.take(backend, consumer.context)?;
-    let result = backend.record(&event, consumer).and_then(|()| {
-        if host {
-            backend.wait_host(&event).map(|()| Action::WaitedForCapture)
-        } else {
-            backend.wait(producer, &event).map(|()| Action::Waited)
-        }
-    });
-    pool.give(consumer.context, event);
-    result
+    wait_for(backend, pool, consumer, producer, host)
 }
 
 /// Blocks the host until the work queued on `from` so far has finished, through an event

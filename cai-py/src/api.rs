@@ -134,7 +134,7 @@ fn warn_unchecked(py: Python<'_>, check_pointers: Option<bool>) -> PyResult<()> 
         return Ok(());
     }
     let Some(reason) = crate::sync::unchecked_reason() else { return Ok(()) };
-    // The driver's own text holds no NUL; one would only shorten the message.
+    // The driver's text holds no NUL; any would be dropped (a C string cannot hold one).
     let message = format!("check_pointers=True: {reason}, so pointers are not checked").replace('\0', "");
     let message = std::ffi::CString::new(message).unwrap_or_default();
     let category = py.get_type::<pyo3::exceptions::PyRuntimeWarning>();

@@ -62,7 +62,9 @@ unsafe impl<T, A: Access> Send for CudaForeign<T, A> {}
 // SAFETY: as above; shared access only reads these fields.
 unsafe impl<T, A: Access> Sync for CudaForeign<T, A> {}
 
-fn located(stream: &CudaStream) -> Located<usize> {
+/// A cudarc stream, located in its own context (its default-stream handle 0 as the legacy
+/// default stream).
+pub(crate) fn located(stream: &CudaStream) -> Located<usize> {
     let stream_value = match stream.cu_stream() as usize {
         0 => Stream::LegacyDefault,
         raw => Stream::from_raw(Some(raw)).unwrap_or(Stream::LegacyDefault),

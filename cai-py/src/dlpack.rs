@@ -394,21 +394,10 @@ impl Managed for DLManagedTensorVersioned {
 /// `tensor` is null or a live managed tensor whose deleter is the caller's to call, once;
 /// the GIL is held.
 unsafe fn call_deleter<M: Managed>(tensor: *mut M) {
-    // SAFETY: as the caller promises; the three pointers PyErr_Fetch fills are restored,
-    // references and all, by PyErr_Restore.
+    // SAFETY: as the caller promises.
     unsafe {
         let Some(deleter) = tensor.as_ref().and_then(Managed::deleter) else { return };
-        let (mut kind, mut value, mut traceback) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
-        // The stable ABI's pair from 3.10 on (pyo3 marks it deprecated for 3.12 builds,
-        // which have a newer one besides).
-        #[allow(deprecated)]
-        ffi::PyErr_Fetch(&mut kind, &mut value, &mut traceback);
-        deleter(tensor);
-        if !ffi::PyErr_Occurred().is_null() {
-            ffi::PyErr_WriteUnraisable(ptr::null_mut());
-        }
-        #[allow(deprecated)]
-        ffi::PyErr_Restore(kind, value, traceback);
+        crate::error::with_exception_aside(|| deleter(tensor));
     }
 }
 

@@ -216,22 +216,39 @@ pub(crate) fn py_tuple<T: std::fmt::Display>(items: &[T]) -> String {
     cai_core::PyTuple(items).to_string()
 }
 
-/// Reports the error `make` builds through `sys.unraisablehook`, as CPython reports an
-/// exception raised in a `__del__`: for failures on paths that cannot raise (a drop). An
-/// exception already set is set aside first (building the error may run Python code, an
-/// import) and restored for its caller.
-#[cfg(feature = "driver")]
-pub(crate) fn report_unraisable(py: Python<'_>, make: impl FnOnce() -> PyErr) {
-    // SAFETY: the GIL is held; the three pointers PyErr_Fetch fills are restored,
+/// Runs `f` with the exception that is set, if any, put aside, and sets it again after,
+/// as CPython's finalizers do: `f` neither sees nor loses it. An exception `f` leaves set
+/// is reported through `sys.unraisablehook`.
+///
+/// # Safety
+///
+/// The GIL is held.
+pub(crate) unsafe fn with_exception_aside<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: as the caller promises; the three pointers PyErr_Fetch fills are restored,
     // references and all, by PyErr_Restore. (Not `PyErr::take`: a pending
     // `PanicException` would resume its panic there.)
     unsafe {
         let (mut kind, mut value, mut traceback) = (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut());
-        // The stable ABI's pair from 3.10 on (pyo3 marks it deprecated for 3.12 builds).
+        // The stable ABI's pair from 3.10 on (pyo3 marks it deprecated for 3.12 builds,
+        // which have a newer one besides).
         #[allow(deprecated)]
         pyo3::ffi::PyErr_Fetch(&mut kind, &mut value, &mut traceback);
-        make().write_unraisable(py, None);
+        let result = f();
+        if !pyo3::ffi::PyErr_Occurred().is_null() {
+            pyo3::ffi::PyErr_WriteUnraisable(std::ptr::null_mut());
+        }
         #[allow(deprecated)]
         pyo3::ffi::PyErr_Restore(kind, value, traceback);
+        result
     }
+}
+
+/// Reports the error `make` builds through `sys.unraisablehook`, as CPython reports an
+/// exception raised in a `__del__`: for failures on paths that cannot raise (a drop). An
+/// exception already set is put aside first (building the error may run Python code, an
+/// import) and set again for its caller.
+#[cfg(feature = "driver")]
+pub(crate) fn report_unraisable(py: Python<'_>, make: impl FnOnce() -> PyErr) {
+    // SAFETY: `py` is the proof that the GIL is held.
+    unsafe { with_exception_aside(|| make().restore(py)) }
 }

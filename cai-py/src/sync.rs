@@ -343,6 +343,7 @@ mod imp {
     use cai_core::DriverError;
 
     use super::*;
+    use crate::cudarc_view::located;
     use crate::error::Problem;
 
     pub(super) fn driver_present() -> bool {
@@ -403,18 +404,8 @@ mod imp {
             return Ok(device);
         }
         let (producer, policy) = (d.stream, options.policy);
-        // What failed: the host's wait for the producer's stream, or the consumer's
-        // stream's wait (whose stream may be the one the driver refuses).
-        let fail = |e: &DriverError| match policy {
-            SyncPolicy::Wait if consumer != producer => driver_error(
-                py,
-                format!(
-                    "stream: cannot make stream {consumer} wait for the producer's stream {producer}: {e}; {}",
-                    sync_opt_out(options.caller)
-                ),
-            ),
-            _ => sync_failure(py, producer, e, options.caller),
-        };
+        let waiting = (policy == SyncPolicy::Wait).then_some(consumer);
+        let fail = |e: &DriverError| ordering_failure(py, producer, waiting, e, options.caller);
         let backend = backend_for(producer, device).map_err(|e| fail(&e))?;
         py.detach(|| import(&backend, event_pool(), producer, consumer, policy)).map_err(|e| fail(&e))?;
         Ok(device)
@@ -519,6 +510,28 @@ mod imp {
         DriverBackend::primary(device_for(producer, device))
     }
 
+    /// What a failed ordering raises: when a consumer's stream was to wait for the
+    /// producer's, an error naming both (the failure may be the consumer stream's own);
+    /// else that of the host's wait for the producer's stream.
+    fn ordering_failure(
+        py: Python<'_>,
+        producer: Stream,
+        waiting: Option<Stream>,
+        e: &dyn std::fmt::Display,
+        caller: Caller,
+    ) -> PyErr {
+        match waiting {
+            Some(consumer) if consumer != producer => driver_error(
+                py,
+                format!(
+                    "stream: cannot make stream {consumer} wait for the producer's stream {producer}: {e}; {}",
+                    sync_opt_out(caller)
+                ),
+            ),
+            _ => sync_failure(py, producer, e, caller),
+        }
+    }
+
     /// The memory's device, or else the producer stream's, or else device 0.
     fn device_for(producer: Stream, device: Option<i32>) -> i32 {
         match device {
@@ -575,17 +588,7 @@ mod imp {
             Target::Stream(s) => *s,
             Target::Cudarc(c) => located(c).stream,
         });
-        // The consumer's stream is named where there is one: the failure may be its own.
-        let fail = |e: &dyn std::fmt::Display| match consumer {
-            Some(consumer) if consumer != producer => driver_error(
-                py,
-                format!(
-                    "stream: cannot make stream {consumer} wait for the producer's stream {producer}: {e}; {}",
-                    sync_opt_out(Caller::Extractor)
-                ),
-            ),
-            _ => sync_failure(py, producer, e, Caller::Extractor),
-        };
+        let fail = |e: &dyn std::fmt::Display| ordering_failure(py, producer, consumer, e, Caller::Extractor);
         cuda::driver_status().map_err(|e| fail(&e))?;
         let device = device_for(producer, device);
         let backend = DriverBackend::primary(device).map_err(|e| fail(&e))?;
@@ -604,15 +607,6 @@ mod imp {
             Ok(to.filter(|&to| to != from).map(|consumer| HandBack { consumer, producer: from, device, keep }))
         };
         py.detach(work).map_err(|e| fail(&e))
-    }
-
-    /// A cudarc stream, located in its own context.
-    fn located(stream: &cudarc::driver::CudaStream) -> Located<usize> {
-        let value = match stream.cu_stream() as usize {
-            0 => Stream::LegacyDefault,
-            raw => Stream::from_raw(Some(raw)).unwrap_or(Stream::LegacyDefault),
-        };
-        Located { stream: value, context: stream.context().cu_ctx() as usize }
     }
 
     pub(super) fn hand_back(py: Python<'_>, handed: HandBack) -> Result<(), String> {
