@@ -247,8 +247,8 @@ fn end_capture(stream: sys::CUstream) {
     ended.expect("the capture stayed valid");
 }
 
-/// Imports while a stream captures a graph, in the global capture mode (PyTorch's and
-/// CuPy's default): nothing the engine does invalidates the capture.
+/// Imports while a stream captures a graph, in the global capture mode (PyTorch's default;
+/// CuPy's is relaxed): nothing the engine does invalidates the capture.
 #[test]
 #[cfg_attr(not(cai_cuda_driver), ignore = "needs a CUDA driver (none found at build time; CAI_GPU_TESTS=1 forces)")]
 fn imports_during_graph_capture_keep_the_capture_valid() {

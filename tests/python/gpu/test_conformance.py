@@ -8,6 +8,7 @@ import pytest
 
 import cai
 import cai_fixtures as fx
+from gpu_helpers import cuda_core_views
 from producers import OnlyDLPack
 
 N = 1 << 16
@@ -86,13 +87,8 @@ def test_jax_reads_rust_memory(rust_buffer):
 
 
 def test_cuda_core_strided_memory_view(rust_buffer):
-    try:
-        from cuda.core.utils import StridedMemoryView
-    except ImportError:
-        utils = pytest.importorskip("cuda.core.experimental.utils")
-        StridedMemoryView = utils.StridedMemoryView
-    v = StridedMemoryView(rust_buffer, stream_ptr=-1)
-    assert v.ptr == interface_ptr(rust_buffer) and tuple(v.shape) == (256, 256)
+    for protocol, v in cuda_core_views(rust_buffer).items():
+        assert v.ptr == interface_ptr(rust_buffer) and tuple(v.shape) == (256, 256), protocol
 
 
 def test_rust_writes_a_cupy_array_through_cudarc():
@@ -199,15 +195,11 @@ def test_cai_reads_jax(layout):
 
 def test_cuda_core_reads_a_strided_cai_view():
     cupy = pytest.importorskip("cupy")
-    try:
-        from cuda.core.utils import StridedMemoryView
-    except ImportError:
-        StridedMemoryView = pytest.importorskip("cuda.core.experimental.utils").StridedMemoryView
     a = cupy.arange(12 * 8, dtype=cupy.float32).reshape(12, 8)
     v = cai.as_cuda_array(a.T[1:, ::2])
-    smv = StridedMemoryView(v, stream_ptr=-1)
-    assert smv.ptr == v.ptr and tuple(smv.shape) == v.shape
-    assert tuple(smv.strides) in (v.strides, tuple(s // 4 for s in v.strides)), (smv.strides, v.strides)
+    for protocol, smv in cuda_core_views(v).items():
+        assert smv.ptr == v.ptr and tuple(smv.shape) == v.shape, protocol
+        assert tuple(smv.strides) in (v.strides, tuple(s // 4 for s in v.strides)), (protocol, smv.strides, v.strides)
 
 
 # -- streams ---------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ def run_python(code, **env):
     """Runs `code` in a fresh interpreter (allocator settings apply at start-up)."""
     full = {k: v for k, v in os.environ.items() if not k.startswith("CAI_")}
     full.update(env)
-    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full, cwd=HERE, capture_output=True, text=True, timeout=300)
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full, cwd=HERE, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return r.stdout
 
@@ -54,6 +54,11 @@ def test_cupy_stream_ordered_pool():
     assert info["memory"] == "device"
     ok = cai.as_cuda_array(Dict(cai_dict(memory.ptr, 1 << 20, stream=stream.ptr), owner=memory), stream=stream)
     assert ok.ptr == memory.ptr
+    if info["allocation"] is None:
+        # The driver gave no range for this pool's memory: the extent cannot be checked,
+        # and an import is not refused for it (as the README says).
+        assert cai.as_cuda_array(Dict(cai_dict(memory.ptr, 2 << 20), owner=memory)).ptr == memory.ptr
+        return
     start, end = info["allocation"]
     with pytest.raises(ValueError, match="outside the device allocation"):
         cai.as_cuda_array(Dict(cai_dict(memory.ptr, end - memory.ptr + 1)))
