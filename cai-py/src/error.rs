@@ -218,7 +218,7 @@ pub(crate) fn py_tuple<T: std::fmt::Display>(items: &[T]) -> String {
 
 /// Runs `f` with the exception that is set, if any, put aside, and sets it again after,
 /// as CPython's finalizers do: `f` neither sees nor loses it. An exception `f` leaves set
-/// is reported through `sys.unraisablehook`.
+/// is reported through `sys.unraisablehook` (see [`write_unraisable`]).
 ///
 /// # Safety
 ///
@@ -235,11 +235,39 @@ pub(crate) unsafe fn with_exception_aside<R>(f: impl FnOnce() -> R) -> R {
         pyo3::ffi::PyErr_Fetch(&mut kind, &mut value, &mut traceback);
         let result = f();
         if !pyo3::ffi::PyErr_Occurred().is_null() {
-            pyo3::ffi::PyErr_WriteUnraisable(std::ptr::null_mut());
+            write_unraisable();
         }
         #[allow(deprecated)]
         pyo3::ffi::PyErr_Restore(kind, value, traceback);
         result
+    }
+}
+
+/// Reports the exception that is set through `sys.unraisablehook`, one nesting level
+/// deeper (the levels of nested interface reads, [`crate::parse::Nesting`]). The hook is
+/// Python code, which may call into cai again and cause another report: past
+/// [`crate::parse::MAX_NESTING`] levels the exception is not handed to the hook but named
+/// on the process's standard error (file descriptor 2, no Python code run), so that such a
+/// loop ends before the C stack does.
+///
+/// # Safety
+///
+/// The GIL is held and an exception is set.
+unsafe fn write_unraisable() {
+    match crate::parse::Nesting::enter("sys.unraisablehook") {
+        // SAFETY: as the caller promises.
+        Ok(_level) => unsafe { pyo3::ffi::PyErr_WriteUnraisable(std::ptr::null_mut()) },
+        Err(_) => {
+            // SAFETY: as the caller promises.
+            unsafe { pyo3::ffi::PyErr_Clear() };
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "Exception ignored: cai could not report an exception through sys.unraisablehook, which was \
+                 already running {} reports deep on this thread (a hook that causes the failures it reports)",
+                crate::parse::MAX_NESTING
+            );
+        }
     }
 }
 

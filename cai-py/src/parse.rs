@@ -615,6 +615,43 @@ impl<'py> Keys<'py> {
     fn get(&self, index: usize) -> Option<&Bound<'py, PyAny>> {
         self.values[index].as_ref()
     }
+
+    /// For a dict subclass, the problem of a key whose value the subclass's own lookup
+    /// (`d[key]`) gives otherwise than the dict's storage, which this reader and NumPy read:
+    /// consumers that index the dict (CuPy, Numba) would read another array. Runs the
+    /// subclass's code; the values read are held already. `None` for a plain dict.
+    fn lookup_problem(&self, dict: &Bound<'py, PyDict>) -> Result<Option<Problem>, Failure> {
+        if dict.is_exact_instance_of::<PyDict>() {
+            return Ok(None);
+        }
+        let py = dict.py();
+        let names = interned_keys(py);
+        for (stored, (name, key)) in self.values.iter().zip(names.iter().zip(KEYS)) {
+            let Some(stored) = stored else { continue };
+            let differs = |how: String| -> Result<Option<Problem>, Failure> {
+                Ok(Some(Problem::value_error(format!(
+                    "{key}: the interface dict, a {}, holds {} but looking the key up {how}; consumers that \
+                     index the dict and those that read its items would read different arrays",
+                    crate::error::type_name(dict.as_any())?,
+                    received(stored)?
+                ))))
+            };
+            let given = match dict.as_any().get_item(name.bind(py)) {
+                Ok(given) => given,
+                Err(e) => return differs(format!("raised {}", exception_text(py, e)?)),
+            };
+            let same = given.is(stored)
+                || match given.eq(stored) {
+                    Ok(equal) => equal,
+                    Err(e) if must_propagate(py, &e) => return Err(Failure::raised(e)),
+                    Err(_) => false,
+                };
+            if !same {
+                return differs(format!("gives {}", received(&given)?));
+            }
+        }
+        Ok(None)
+    }
 }
 
 /// The version whose rules apply: the declared one, or 3 for a newer dict; always 3 for
@@ -691,6 +728,9 @@ fn strict(dict: &Bound<'_, PyDict>, iface: Interface) -> Result<Parsed, Failure>
     let py = dict.py();
     let keys = Keys::gather(dict);
     if let Some(problem) = keys.repeated_problem() {
+        return Err(problem.into());
+    }
+    if let Some(problem) = keys.lookup_problem(dict)? {
         return Err(problem.into());
     }
     let declared = version(keys.get(VERSION))?;
@@ -788,6 +828,9 @@ fn collect_value(value: &Bound<'_, PyAny>, iface: Interface, out: &mut Vec<Strin
 fn collect(dict: &Bound<'_, PyDict>, iface: Interface, out: &mut Vec<String>, alone: bool) -> PyResult<()> {
     let keys = Keys::gather(dict);
     out.extend(keys.repeated_problem().map(|p| p.message));
+    if let Some(problem) = note(out, keys.lookup_problem(dict))?.flatten() {
+        out.push(problem.message);
+    }
     let declared = note(out, version(keys.get(VERSION)))?;
     let rules = rules_version(declared.unwrap_or(u64::from(CURRENT_VERSION)), iface);
     let unknown = note(out, unknown_keys(dict, iface))?.unwrap_or_default();

@@ -179,3 +179,11 @@ pub fn bench_parse(dict: &Bound<'_, PyAny>, iterations: u32) -> PyResult<f64> {
 pub fn both_reads(value: &Bound<'_, PyAny>, host: bool) -> PyResult<(Option<String>, String)> {
     crate::parse::both_reads(value, if host { Interface::Host } else { Interface::Cuda })
 }
+
+/// Reports a `RuntimeError` carrying `message` through `sys.unraisablehook`, as cai's drop
+/// paths report their failures (the DLPack deleter's, the extractors' hand-back), for the
+/// test that a hook which keeps causing reports ends.
+pub fn report_unraisable(py: Python<'_>, message: String) {
+    // SAFETY: `py` proves that the GIL is held.
+    unsafe { crate::error::with_exception_aside(|| pyo3::exceptions::PyRuntimeError::new_err(message).restore(py)) }
+}

@@ -1443,6 +1443,97 @@ def test_two_keys_that_read_the_same_are_refused():
     }
 
 
+def test_a_dict_subclass_whose_lookup_disagrees_with_its_items_is_refused():
+    # cai and NumPy read a dict's items; CuPy and Numba index it (d["data"]). A subclass
+    # whose own lookup gives another value describes two arrays at once.
+    out = results(
+        """
+        class Two(dict):
+            def __getitem__(self, k):
+                return (PTR + 4096, False) if k == "data" else dict.__getitem__(self, k)
+        make = lambda: Two(shape=(4,), typestr="<f4", data=(PTR, False), version=3)
+        print({**entries(make), "message": first(lambda: cai.from_cuda_array_interface(make())),
+               "findings": cai.validate(P(lambda: make()))})
+        """
+    )
+    message = (
+        f"data: the interface dict, a Two, holds ({0x7F0000000000}, False) (tuple) but looking the key up gives "
+        f"({0x7F0000000000 + 4096}, False) (tuple); consumers that index the dict and those that read its items would "
+        "read different arrays"
+    )
+    assert out["message"] == f"ValueError: {message}", out
+    assert out["findings"] == [message], out
+    assert {k: v for k, v in out.items() if k not in ("message", "findings")} == {
+        "as_cuda_array": "ValueError", "from_cuda_array_interface": "ValueError", "validate": "findings:1",
+        "extractor": "ValueError", "as_array": "ValueError",
+    }
+
+
+def test_dict_subclasses_whose_lookup_agrees_are_read_and_lookups_that_raise_or_interrupt_are_not():
+    out = results(
+        """
+        import collections
+        base = dict(shape=(4,), typestr="<f4", data=(PTR, False), version=3)
+        class Copies(dict):  # equal values, new objects
+            def __getitem__(self, k):
+                v = dict.__getitem__(self, k)
+                return tuple(v) if isinstance(v, tuple) else v
+        class Hides(dict):
+            def __getitem__(self, k):
+                if k == "typestr":
+                    raise KeyError(k)
+                return dict.__getitem__(self, k)
+        class Clears(dict):  # empties itself at the first lookup: the values read are held
+            def __getitem__(self, k):
+                v = dict.__getitem__(self, k)
+                self.clear(); gc.collect()
+                return v
+        class Stops(dict):
+            def __getitem__(self, k):
+                raise KeyboardInterrupt
+        print({
+            "ordered": cai.as_cuda_array(P(lambda: collections.OrderedDict(base))).ptr == PTR,
+            "copies": cai.as_cuda_array(P(lambda: Copies(base))).ptr == PTR,
+            "hides": first(lambda: cai.as_cuda_array(P(lambda: Hides(base)))),
+            "clears": first(lambda: cai.as_cuda_array(P(lambda: Clears(base)))),
+            "stops": kind(lambda: cai.as_cuda_array(P(lambda: Stops(base)))),
+            "stops in validate": kind(lambda: cai.validate(P(lambda: Stops(base)))),
+        })
+        """
+    )
+    assert out["ordered"] is True and out["copies"] is True, out
+    assert out["hides"].startswith(
+        "ValueError: typestr: the interface dict, a Hides, holds '<f4' (str) but looking the key up raised KeyError: "
+    ), out
+    assert out["clears"].startswith("ValueError: ") and "looking the key up raised KeyError" in out["clears"], out
+    assert out["stops"] == out["stops in validate"] == "KeyboardInterrupt", out
+
+
+def test_an_unraisable_hook_that_causes_the_report_it_handles_ends_before_the_c_stack(tmp_path):
+    # A failure on a drop path (a hand-back, a DLPack deleter) goes to sys.unraisablehook,
+    # Python code that may cause the same failure again: each report takes one nesting
+    # level, and past the limit the exception is named on standard error instead.
+    code = """
+        reports = []
+        def hook(u):
+            reports.append(str(u.exc_value))
+            fx.report_unraisable(f"report {len(reports)}")
+        sys.unraisablehook = hook
+        deep(lambda: fx.report_unraisable("report 0"), lambda call: call())
+        print(len(reports), reports[0], reports[-1])
+        """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAI_")}
+    r = subprocess.run(
+        [sys.executable, "-c", PRELUDE + textwrap.dedent(code)], cwd=HERE, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert r.stdout.split() == ["64", "report", "0", "report", "63"], r.stdout
+    assert r.stderr.strip() == (
+        "Exception ignored: cai could not report an exception through sys.unraisablehook, which was already "
+        "running 64 reports deep on this thread (a hook that causes the failures it reports)"
+    ), r.stderr[-2000:]
+
+
 # -- DLPack: copies, deleters and keywords ------------------------------------------------------
 
 

@@ -693,6 +693,13 @@ fn both_reads(value: &Bound<'_, PyAny>, host: bool) -> PyResult<(Option<String>,
     cai_py::__private::both_reads(value, host)
 }
 
+/// Reports a `RuntimeError` carrying `message` through `sys.unraisablehook` as cai's drop
+/// paths report their failures.
+#[pyfunction]
+fn report_unraisable(py: Python<'_>, message: String) {
+    cai_py::__private::report_unraisable(py, message)
+}
+
 /// The import benchmark's floor: an object shaped like a cai view (frozen, weakref-able,
 /// garbage-collected, holding its owner), made by a `#[pyfunction]` with no parsing at all.
 #[pyclass(frozen, weakref)]
@@ -948,6 +955,7 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bench_dict_build, m)?)?;
     m.add_function(wrap_pyfunction!(bench_parse, m)?)?;
     m.add_function(wrap_pyfunction!(both_reads, m)?)?;
+    m.add_function(wrap_pyfunction!(report_unraisable, m)?)?;
     m.add_class::<BenchMatrix>()?;
     m.add_class::<ViewFloor>()?;
     m.add_class::<ExportFloor>()?;

@@ -7,6 +7,7 @@ its log says what cai asked of the driver.
 """
 
 import functools
+import sys
 import threading
 
 import numpy as np
@@ -427,6 +428,35 @@ def test_a_failure_to_hand_back_is_reported_as_unraisable_and_the_call_returns(m
         "array was ordered on: cuStreamWaitEvent failed: CUDA_ERROR_ILLEGAL_ADDRESS (700)"
     ), seen[0][1]
     assert fake.live_events() == events
+
+
+def test_a_hook_that_fails_the_hand_back_again_ends_at_the_nesting_limit(monkeypatch):
+    # Each report takes a nesting level: the 64th hook's call cannot read its argument
+    # (RecursionError, which CPython reports as the hook's own failure). At a recursion
+    # limit and a stack this deep, nothing else would end the loop before the C stack.
+    arr, ptr = fake.array(64)
+    p, reports = producer(ptr, stream=S7), []
+
+    def work():
+        fake.fail("cuStreamWaitEvent", 700)
+
+    def hook(u):
+        reports.append(type(u.exc_value).__name__)
+        fake.fail("cuStreamWaitEvent", 0)  # the ordering succeeds; the work fails the hand-back
+        fx.order_on_streams(p, [S9], work)
+
+    monkeypatch.setattr("sys.unraisablehook", hook)
+    limit, stack = sys.getrecursionlimit(), threading.stack_size(64 << 20)
+    sys.setrecursionlimit(100000)
+    try:
+        t = threading.Thread(target=lambda: fx.order_on_streams(p, [S9], work))
+        t.start()
+        t.join()
+    finally:
+        fake.fail("cuStreamWaitEvent", 0)
+        sys.setrecursionlimit(limit)
+        threading.stack_size(stack)
+    assert reports == ["CudaDriverError"] * 64
 
 
 def test_the_failed_hand_back_is_reported_after_the_argument_is_released(monkeypatch):
