@@ -246,9 +246,9 @@ pub(crate) unsafe fn with_exception_aside<R>(f: impl FnOnce() -> R) -> R {
 /// Reports the exception that is set through `sys.unraisablehook`, one nesting level
 /// deeper (the levels of nested interface reads, [`crate::parse::Nesting`]). The hook is
 /// Python code, which may call into cai again and cause another report: past
-/// [`crate::parse::MAX_NESTING`] levels the exception is not handed to the hook but named
-/// on the process's standard error (file descriptor 2, no Python code run), so that such a
-/// loop ends before the C stack does.
+/// [`crate::parse::MAX_NESTING`] levels the exception is dropped and a line on the
+/// process's standard error (file descriptor 2, written with no Python code run) says so,
+/// so that such a loop ends before the C stack does.
 ///
 /// # Safety
 ///
@@ -263,8 +263,9 @@ unsafe fn write_unraisable() {
             use std::io::Write;
             let _ = writeln!(
                 std::io::stderr(),
-                "Exception ignored: cai could not report an exception through sys.unraisablehook, which was \
-                 already running {} reports deep on this thread (a hook that causes the failures it reports)",
+                "Exception ignored: cai dropped an exception instead of reporting it through sys.unraisablehook, \
+                 {} levels of nested reads and reports deep on this thread (a hook that causes the failures it \
+                 reports?)",
                 crate::parse::MAX_NESTING
             );
         }

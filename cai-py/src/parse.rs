@@ -616,41 +616,77 @@ impl<'py> Keys<'py> {
         self.values[index].as_ref()
     }
 
-    /// For a dict subclass, the problem of a key whose value the subclass's own lookup
-    /// (`d[key]`) gives otherwise than the dict's storage, which this reader and NumPy read:
-    /// consumers that index the dict (CuPy, Numba) would read another array. Runs the
-    /// subclass's code; the values read are held already. `None` for a plain dict.
+    /// For a dict subclass, the problem of a key that the subclass's own lookups (`d[key]`
+    /// for a key it holds, `d.get(key)` for every key, as CuPy and Numba read) give
+    /// otherwise than the dict's items, which this reader and NumPy read: those consumers
+    /// would read another array. A value looked up must be the item itself or an equal
+    /// value of the same builtin type (no `__eq__` of the producer's decides). Runs the
+    /// subclass's code; the items read are held already. `None` for a plain dict.
     fn lookup_problem(&self, dict: &Bound<'py, PyDict>) -> Result<Option<Problem>, Failure> {
         if dict.is_exact_instance_of::<PyDict>() {
             return Ok(None);
         }
         let py = dict.py();
         let names = interned_keys(py);
+        let none = py.None().into_bound(py);
         for (stored, (name, key)) in self.values.iter().zip(names.iter().zip(KEYS)) {
-            let Some(stored) = stored else { continue };
-            let differs = |how: String| -> Result<Option<Problem>, Failure> {
+            let name = name.bind(py);
+            let differs = |lookup: String, outcome: String| -> Result<Option<Problem>, Failure> {
+                let holds = match stored {
+                    Some(value) => received(value)?,
+                    None => format!("no '{key}'"),
+                };
                 Ok(Some(Problem::value_error(format!(
-                    "{key}: the interface dict, a {}, holds {} but looking the key up {how}; consumers that \
-                     index the dict and those that read its items would read different arrays",
+                    "{key}: the interface dict, a {}, holds {holds} but {lookup} {outcome}; consumers that look \
+                     keys up and those that read the dict's items would read different arrays",
                     crate::error::type_name(dict.as_any())?,
-                    received(stored)?
                 ))))
             };
-            let given = match dict.as_any().get_item(name.bind(py)) {
-                Ok(given) => given,
-                Err(e) => return differs(format!("raised {}", exception_text(py, e)?)),
-            };
-            let same = given.is(stored)
-                || match given.eq(stored) {
-                    Ok(equal) => equal,
-                    Err(e) if must_propagate(py, &e) => return Err(Failure::raised(e)),
-                    Err(_) => false,
+            let lookups = [
+                (format!("d['{key}']"), stored.as_ref().map(|_| dict.as_any().get_item(name))),
+                (format!("d.get('{key}')"), Some(dict.call_method1(intern!(py, "get"), (name,)))),
+            ];
+            for (lookup, result) in lookups {
+                let Some(result) = result else { continue };
+                let given = match result {
+                    Ok(given) => given,
+                    Err(e) => return differs(lookup, format!("raised {}", exception_text(py, e)?)),
                 };
-            if !same {
-                return differs(format!("gives {}", received(&given)?));
+                if !same_plain_value(&given, stored.as_ref().unwrap_or(&none), 8) {
+                    return differs(lookup, format!("gives {}", received(&given)?));
+                }
             }
         }
         Ok(None)
+    }
+}
+
+/// Whether `a` is `b`, or a value of the same builtin type (int, float, str, or a tuple or
+/// list of such, `depth` levels deep) equal to it: compared without running any code of
+/// the producer's (an `__eq__` of its own could call any two values equal).
+fn same_plain_value<'py>(a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, depth: u32) -> bool {
+    if a.is(b) {
+        return true;
+    }
+    if depth == 0 || !a.get_type().is(b.get_type()) {
+        return false;
+    }
+    let items = |x: &Bound<'py, PyAny>| -> Option<Vec<Bound<'py, PyAny>>> {
+        if let Ok(t) = x.cast_exact::<PyTuple>() {
+            return Some(t.iter().collect());
+        }
+        x.cast_exact::<PyList>().ok().map(|l| l.iter().collect())
+    };
+    if a.is_exact_instance_of::<PyInt>()
+        || a.is_exact_instance_of::<PyString>()
+        || a.is_exact_instance_of::<pyo3::types::PyFloat>()
+    {
+        // Builtin comparisons of exact builtin types: no code of the producer's runs.
+        return a.eq(b).unwrap_or(false);
+    }
+    match (items(a), items(b)) {
+        (Some(x), Some(y)) => x.len() == y.len() && x.iter().zip(&y).all(|(p, q)| same_plain_value(p, q, depth - 1)),
+        _ => false,
     }
 }
 

@@ -1457,9 +1457,9 @@ def test_a_dict_subclass_whose_lookup_disagrees_with_its_items_is_refused():
         """
     )
     message = (
-        f"data: the interface dict, a Two, holds ({0x7F0000000000}, False) (tuple) but looking the key up gives "
-        f"({0x7F0000000000 + 4096}, False) (tuple); consumers that index the dict and those that read its items would "
-        "read different arrays"
+        f"data: the interface dict, a Two, holds ({0x7F0000000000}, False) (tuple) but d['data'] gives "
+        f"({0x7F0000000000 + 4096}, False) (tuple); consumers that look keys up and those that read the dict's items "
+        "would read different arrays"
     )
     assert out["message"] == f"ValueError: {message}", out
     assert out["findings"] == [message], out
@@ -1503,10 +1503,39 @@ def test_dict_subclasses_whose_lookup_agrees_are_read_and_lookups_that_raise_or_
     )
     assert out["ordered"] is True and out["copies"] is True, out
     assert out["hides"].startswith(
-        "ValueError: typestr: the interface dict, a Hides, holds '<f4' (str) but looking the key up raised KeyError: "
+        "ValueError: typestr: the interface dict, a Hides, holds '<f4' (str) but d['typestr'] raised KeyError: "
     ), out
-    assert out["clears"].startswith("ValueError: ") and "looking the key up raised KeyError" in out["clears"], out
+    assert out["clears"].startswith("ValueError: shape: ") and "but d.get('shape') gives None" in out["clears"], out
     assert out["stops"] == out["stops in validate"] == "KeyboardInterrupt", out
+
+
+def test_a_dict_subclass_cannot_vouch_for_its_own_lookups():
+    # Consumers read optional keys with d.get(...), and compare nothing: a value whose own
+    # __eq__ calls everything equal, or a key only the lookups supply, is another array.
+    out = results(
+        """
+        class AllEqual(int):
+            __eq__ = lambda s, o: True
+            __hash__ = int.__hash__
+        class Liar(dict):
+            def __getitem__(self, k):
+                v = dict.__getitem__(self, k)
+                return (AllEqual(PTR + 4096), False) if k == "data" else v
+        class Getter(dict):
+            def get(self, k, default=None):
+                return (8,) if k == "strides" else dict.get(self, k, default)
+        base = dict(shape=(4,), typestr="<f4", data=(PTR, False), version=3)
+        print({name: first(lambda: cai.as_cuda_array(P(lambda: cls(base)))) for name, cls in
+               [("liar", Liar), ("getter", Getter)]} | {"findings": cai.validate(P(lambda: Getter(base)))})
+        """
+    )
+    assert out["liar"].startswith("ValueError: data: the interface dict, a Liar, holds ") and "but d['data'] gives (" in out["liar"], out
+    getter = (
+        "strides: the interface dict, a Getter, holds no 'strides' but d.get('strides') gives (8,) (tuple); consumers "
+        "that look keys up and those that read the dict's items would read different arrays"
+    )
+    assert out["getter"] == f"ValueError: {getter}", out
+    assert out["findings"] == [getter], out
 
 
 def test_an_unraisable_hook_that_causes_the_report_it_handles_ends_before_the_c_stack(tmp_path):
@@ -1529,8 +1558,8 @@ def test_an_unraisable_hook_that_causes_the_report_it_handles_ends_before_the_c_
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert r.stdout.split() == ["64", "report", "0", "report", "63"], r.stdout
     assert r.stderr.strip() == (
-        "Exception ignored: cai could not report an exception through sys.unraisablehook, which was already "
-        "running 64 reports deep on this thread (a hook that causes the failures it reports)"
+        "Exception ignored: cai dropped an exception instead of reporting it through sys.unraisablehook, 64 levels "
+        "of nested reads and reports deep on this thread (a hook that causes the failures it reports?)"
     ), r.stderr[-2000:]
 
 
