@@ -5,16 +5,19 @@
 //! entry with an empty name and a `|V{n}` type is `n` bytes of padding. A field's offset is
 //! the sum of the sizes of the entries before it, which is how NumPy writes a record with
 //! gaps: `[('a', '|u1'), ('', '|V3'), ('b', '<f4')]` puts `b` at offset 4. A name may also
-//! be NumPy's `(title, name)` pair.
+//! be NumPy's `(title, name)` pair, and a type may itself be a sub-array, `(type, shape)`,
+//! as NumPy writes a field whose type is a sub-array: `('f', ('<f2', (2,)), (3,))`.
 //!
 //! For a plain type the descr is `[('', typestr)]` ([`Descr::simple`]); for a record the
-//! typestr is `|V{itemsize}` and the descr says what the bytes are.
+//! typestr is `|V{itemsize}` and the descr says what the bytes are. As NumPy reads a
+//! descr, an unnamed entry that is not padding is a field named `f{i}`, `i` its position
+//! (`[('', '<f2')]` with typestr `<V2` is a record of one field `f0`).
 
 use std::collections::HashSet;
 use std::fmt;
 
 use crate::error::{tuple, Error, Result};
-use crate::typestr::{Kind, TypeStr};
+use crate::typestr::{Kind, TypeStr, MAX_ITEMSIZE};
 
 /// NumPy's field list: `(name, type[, shape])` entries laid out one after another.
 ///
@@ -64,6 +67,16 @@ pub enum FieldType {
     Scalar(TypeStr),
     /// A nested record.
     Record(Descr),
+    /// A sub-array type, `(type, shape)`: NumPy writes one for a field whose own type is a
+    /// sub-array (`('f', ('<f2', (2,)), (3,))`, a field of shape `(3,)` whose elements are
+    /// pairs of halves). Its layout is that of `base` with the field's shape followed by
+    /// `shape` (`(3, 2)`), which [`Descr::is_equivalent`] treats as the same.
+    SubArray {
+        /// The element type.
+        base: Box<FieldType>,
+        /// The sub-array's shape.
+        shape: Vec<usize>,
+    },
 }
 
 /// Where a named field lies in a record, as [`Descr::layout`] computes it.
@@ -107,12 +120,48 @@ impl Field {
 
     /// The size of the field in bytes, sub-array included.
     pub fn size(&self) -> Result<usize> {
-        let element = match &self.ty {
-            FieldType::Scalar(t) => t.itemsize(),
-            FieldType::Record(d) => d.itemsize()?,
-        };
-        self.shape.iter().try_fold(element, |acc, &n| acc.checked_mul(n)).ok_or_else(|| overflow(&self.to_string()))
+        sub_array_size(self.ty.itemsize()?, &self.shape).ok_or_else(|| overflow(&self.to_string()))
     }
+
+    /// The field's element type once nested sub-array types are unwrapped (a scalar or a
+    /// record), and the whole shape: the field's own, then each nested type's.
+    pub fn flattened(&self) -> (&FieldType, Vec<usize>) {
+        let mut shape = self.shape.clone();
+        let mut ty = &self.ty;
+        while let FieldType::SubArray { base, shape: inner } = ty {
+            shape.extend_from_slice(inner);
+            ty = base;
+        }
+        (ty, shape)
+    }
+
+    /// The name NumPy gives the field at `index` of its record: its own, or `f{index}`
+    /// when it has none.
+    fn numpy_name(&self, index: usize) -> std::borrow::Cow<'_, str> {
+        if self.name.is_empty() && self.title.is_none() {
+            std::borrow::Cow::Owned(format!("f{index}"))
+        } else {
+            std::borrow::Cow::Borrowed(&self.name)
+        }
+    }
+}
+
+impl FieldType {
+    /// The size of one value of the type in bytes.
+    pub fn itemsize(&self) -> Result<usize> {
+        match self {
+            FieldType::Scalar(t) => Ok(t.itemsize()),
+            FieldType::Record(d) => d.itemsize(),
+            FieldType::SubArray { base, shape } => {
+                sub_array_size(base.itemsize()?, shape).ok_or_else(|| overflow(&self.to_string()))
+            }
+        }
+    }
+}
+
+/// `element` bytes times the number of elements of `shape`, unless it overflows.
+fn sub_array_size(element: usize, shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(element, |acc, &n| acc.checked_mul(n))
 }
 
 impl From<TypeStr> for FieldType {
@@ -139,7 +188,8 @@ impl Descr {
     }
 
     /// Whether `other` describes the same record layout: the same entries, names, titles,
-    /// sub-array shapes and equivalent types ([`TypeStr::is_equivalent`]), except that a
+    /// sub-array shapes (nested sub-array types flattened, see [`Field::flattened`]) and
+    /// equivalent types ([`TypeStr::is_equivalent`]), except that a
     /// padding entry of `self` matches any raw-bytes entry of the same size in `other`,
     /// named or not: NumPy names the padding of a record it re-exports (`f1`, `f5`, ...).
     ///
@@ -162,12 +212,13 @@ impl Descr {
                 if a.is_padding() && raw_bytes(b) {
                     return a.shape == b.shape && a.size().ok() == b.size().ok();
                 }
-                let same_type = match (&a.ty, &b.ty) {
+                let ((x, x_shape), (y, y_shape)) = (a.flattened(), b.flattened());
+                let same_type = match (x, y) {
                     (FieldType::Scalar(x), FieldType::Scalar(y)) => x.is_equivalent(y),
                     (FieldType::Record(x), FieldType::Record(y)) => x.is_equivalent(y),
                     _ => false,
                 };
-                same_type && a.name == b.name && a.title == b.title && a.shape == b.shape
+                same_type && a.name == b.name && a.title == b.title && x_shape == y_shape
             })
     }
 
@@ -179,6 +230,13 @@ impl Descr {
             }
             _ => None,
         }
+    }
+
+    /// Whether the descr only restates `typestr`: `[('', t)]` with `t` equivalent to it.
+    /// Any other descr of a `|V` typestr describes a record, as NumPy reads it: with
+    /// typestr `<V2`, `[('', '<f2')]` is a record of one half named `f0`.
+    pub fn restates(&self, typestr: &TypeStr) -> bool {
+        self.as_simple().is_some_and(|t| t.is_equivalent(typestr))
     }
 
     /// The size of one record in bytes: the sum of every entry's size, padding included.
@@ -203,26 +261,45 @@ impl Descr {
     }
 
     /// Checks the descr on its own, nested records included: names and titles are unique
-    /// within a record, and sizes do not overflow. Returns the item size. A record may have
-    /// no fields (`numpy.dtype([])`, whose interface is `'|V0'` with descr `[]`).
+    /// within a record (an unnamed field that is not padding takes NumPy's name `f{i}`, and
+    /// a titled field needs a name), and sizes do not overflow or pass NumPy's limit
+    /// ([`MAX_ITEMSIZE`]). Returns the item size. A record may have no fields
+    /// (`numpy.dtype([])`, whose interface is `'|V0'` with descr `[]`).
+    ///
+    /// Padding takes no name here: NumPy names it `f{i}` too when it reads the descr, and
+    /// then refuses `[('f0', '|u1'), ('', '|V3'), ('f1', '<f4')]`, which its own records
+    /// with those names export; cai reads it.
     pub fn check(&self) -> Result<usize> {
-        let labels = || self.fields.iter().flat_map(|f| f.title.iter().chain([&f.name])).filter(|l| !l.is_empty());
+        if let Some(i) = self.fields.iter().position(|f| f.name.is_empty() && f.title.is_some()) {
+            return Err(self.invalid(&format!("entry {i} has a title but no name; NumPy needs both")));
+        }
+        let labels = || {
+            self.fields.iter().enumerate().filter(|(_, f)| !f.is_padding()).flat_map(|(i, f)| {
+                f.title.iter().map(|t| std::borrow::Cow::Borrowed(t.as_str())).chain([f.numpy_name(i)])
+            })
+        };
         // Records have a handful of fields: comparing pairs beats allocating a set.
         let duplicate = if self.fields.len() <= 16 {
-            labels().enumerate().find(|&(i, l)| labels().take(i).any(|earlier| earlier == l)).map(|(_, l)| l)
+            labels().enumerate().find(|(i, l)| labels().take(*i).any(|earlier| earlier == *l)).map(|(_, l)| l)
         } else {
             let mut seen = HashSet::new();
-            labels().find(|l| !seen.insert(l.as_str()))
+            labels().find(|l| !seen.insert(l.clone()))
         };
         if let Some(label) = duplicate {
-            return Err(self.invalid(&format!("the name '{label}' is used twice")));
+            return Err(self.invalid(&format!("the name '{label}' is used twice (NumPy names an unnamed field f<i>)")));
         }
         for field in &self.fields {
-            if let FieldType::Record(inner) = &field.ty {
+            if let (FieldType::Record(inner), _) = field.flattened() {
                 inner.check()?;
             }
         }
-        self.itemsize()
+        let itemsize = self.itemsize()?;
+        if itemsize > MAX_ITEMSIZE {
+            return Err(self.invalid(&format!(
+                "a record of {itemsize} bytes is larger than {MAX_ITEMSIZE}, the largest item NumPy can describe"
+            )));
+        }
+        Ok(itemsize)
     }
 
     /// Checks the descr against the typestr it accompanies: a record (`|V{n}`) must be
@@ -298,14 +375,22 @@ impl fmt::Display for Field {
             None => py_str(f, &self.name)?,
         }
         f.write_str(", ")?;
-        match &self.ty {
-            FieldType::Scalar(t) => py_str(f, &t.to_string())?,
-            FieldType::Record(d) => write!(f, "{d}")?,
-        }
+        write!(f, "{}", self.ty)?;
         if !self.shape.is_empty() {
             write!(f, ", {}", tuple(&self.shape))?;
         }
         f.write_str(")")
+    }
+}
+
+/// Python's notation: `'<f4'`, a nested descr, or `('<f2', (2,))` for a sub-array type.
+impl fmt::Display for FieldType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FieldType::Scalar(t) => py_str(f, &t.to_string()),
+            FieldType::Record(d) => write!(f, "{d}"),
+            FieldType::SubArray { base, shape } => write!(f, "({base}, {})", tuple(shape)),
+        }
     }
 }
 
@@ -390,6 +475,64 @@ mod tests {
         let sum = Descr::new(vec![Field::new("a", TypeStr::void(usize::MAX)), Field::new("b", TypeStr::void(1))]);
         assert!(sum.check().is_err());
         assert!(sum.layout().is_err());
+    }
+
+    #[test]
+    fn nested_sub_array_types_have_the_flat_layout() {
+        // NumPy: dtype([('f', ('<f2', (2,)), (3,))]).itemsize == 12, written back as given.
+        let halves = FieldType::SubArray { base: Box::new(t("<f2").into()), shape: vec![2] };
+        let nested = Descr::new(vec![Field::new("f", halves).with_shape([3])]);
+        assert_eq!(nested.to_string(), "[('f', ('<f2', (2,)), (3,))]");
+        assert!(nested.check_typestr(&TypeStr::void(12)).is_ok());
+        let (base, shape) = nested.fields[0].flattened();
+        assert_eq!((base, shape.as_slice()), (&FieldType::Scalar(t("<f2")), &[3, 2][..]));
+        let flat = Descr::new(vec![Field::new("f", t("<f2")).with_shape([3, 2])]);
+        assert!(nested.is_equivalent(&flat) && flat.is_equivalent(&nested));
+        assert!(!nested.is_equivalent(&Descr::new(vec![Field::new("f", t("<f2")).with_shape([2, 3])])));
+        // Records inside sub-array types are checked too.
+        let dup = Descr::new(vec![Field::new("x", t("<f4")), Field::new("x", t("<f4"))]);
+        let inner = FieldType::SubArray { base: Box::new(dup.into()), shape: vec![2] };
+        assert!(Descr::new(vec![Field::new("r", inner)])
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("'x' is used twice"));
+        let huge = FieldType::SubArray { base: Box::new(t("<f8").into()), shape: vec![usize::MAX / 2] };
+        assert_eq!(huge.itemsize().unwrap_err().key(), "descr");
+    }
+
+    #[test]
+    fn unnamed_fields_take_numpys_names_and_titles_need_names() {
+        // NumPy: dtype([('', '<f4'), ('f0', '<i4')]) raises "field 'f0' occurs more than once".
+        let clash = Descr::new(vec![Field::new("", t("<f4")), Field::new("f0", t("<i4"))]);
+        let message = clash.check().unwrap_err().to_string();
+        assert!(message.contains("the name 'f0' is used twice (NumPy names an unnamed field f<i>)"), "{message}");
+        assert!(Descr::new(vec![Field::new("", t("<f4")), Field::new("", t("<i4"))]).check().is_ok());
+        let titled = Descr::new(vec![Field::new("", t("<f4")).with_title("t")]);
+        assert!(titled.check().unwrap_err().to_string().contains("entry 0 has a title but no name"));
+        // Padding takes no name: NumPy's own export of these names reads.
+        let padded_names = Descr::new(vec![Field::new("f0", t("|u1")), Field::padding(3), Field::new("f1", t("<f4"))]);
+        assert_eq!(padded_names.check().unwrap(), 8);
+    }
+
+    #[test]
+    fn a_descr_restates_only_an_equivalent_typestr() {
+        assert!(Descr::simple(t("<f4")).restates(&t("<f4")));
+        assert!(Descr::simple(t("|V4")).restates(&t("|V4")));
+        // With a raw-bytes typestr, another type is a record of one field (NumPy's f0).
+        assert!(!Descr::simple(t("<f2")).restates(&t("<V2")));
+        assert!(!Descr::simple(t("<f4")).restates(&t("|V4")));
+        assert!(Descr::simple(t("<f2")).check_typestr(&t("<V2")).is_ok());
+        assert!(!padded().restates(&TypeStr::void(12)));
+    }
+
+    #[test]
+    fn records_past_numpys_item_size_limit_are_refused() {
+        let big = Descr::new(vec![Field::new("a", TypeStr::void(MAX_ITEMSIZE)), Field::new("b", t("|u1"))]);
+        let message = big.check().unwrap_err().to_string();
+        assert!(message.contains("a record of 2147483648 bytes is larger than 2147483647"), "{message}");
+        let at_limit = Descr::new(vec![Field::new("a", TypeStr::void(MAX_ITEMSIZE - 1)), Field::new("b", t("|u1"))]);
+        assert_eq!(at_limit.check().unwrap(), MAX_ITEMSIZE);
     }
 
     #[test]

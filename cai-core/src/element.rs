@@ -46,16 +46,18 @@ pub fn bool_bytes<T: Element>() -> Vec<usize> {
     fn walk(descr: &Descr, base: usize, out: &mut Vec<usize>) {
         let Ok(layout) = descr.layout() else { return };
         for f in layout {
-            match &f.field.ty {
-                FieldType::Scalar(t) if t.kind() == Kind::Bool => out.extend(base + f.offset..base + f.offset + f.size),
-                FieldType::Scalar(_) => {}
-                FieldType::Record(inner) => {
-                    let count: usize = f.field.shape.iter().product();
+            match f.field.flattened() {
+                (FieldType::Scalar(t), _) if t.kind() == Kind::Bool => {
+                    out.extend(base + f.offset..base + f.offset + f.size)
+                }
+                (FieldType::Record(inner), shape) => {
+                    let count: usize = shape.iter().product();
                     let size = inner.itemsize().unwrap_or(0);
                     for i in 0..count {
                         walk(inner, base + f.offset + i * size, out);
                     }
                 }
+                _ => {}
             }
         }
     }

@@ -207,4 +207,4 @@ pub use cai_derive::ArrayInterface;
 pub use cai_derive::Element;
 pub use stable::StableVec;
 pub use stream::{Stream, StreamHandle};
-pub use typestr::{ByteOrder, DateTimeUnit, Kind, TimeUnit, TypeStr};
+pub use typestr::{ByteOrder, DateTimeUnit, Kind, TimeUnit, TypeStr, MAX_ITEMSIZE};

@@ -152,8 +152,8 @@ impl Kind {
             Kind::Complex => matches!(itemsize, 4 | 8 | 16 | 20 | 24 | 32),
             Kind::TimeDelta | Kind::DateTime => itemsize == 8,
             Kind::Object => itemsize == std::mem::size_of::<usize>(),
-            Kind::Bytes | Kind::Void => true,
-            Kind::Unicode => itemsize % 4 == 0,
+            Kind::Bytes | Kind::Void => itemsize <= MAX_ITEMSIZE,
+            Kind::Unicode => itemsize % 4 == 0 && itemsize <= MAX_ITEMSIZE,
         }
     }
 
@@ -166,11 +166,19 @@ impl Kind {
             Kind::Complex => "a complex is 4, 8, 16, 20, 24 or 32 bytes",
             Kind::TimeDelta | Kind::DateTime => "a datetime or timedelta is 8 bytes",
             Kind::Object => "an object is pointer-sized",
-            Kind::Bytes | Kind::Void => "any size is allowed",
-            Kind::Unicode => "a unicode string is a whole number of 4-byte characters",
+            Kind::Bytes | Kind::Void => "bytes and raw bytes take any size up to 2147483647 (NumPy's limit)",
+            Kind::Unicode => {
+                "a unicode string is a whole number of 4-byte characters, up to 536870911 (NumPy's limit of \
+                 2147483647 bytes)"
+            }
         }
     }
 }
+
+/// The largest item NumPy can describe, in bytes (`2**31 - 1`: its item sizes are C
+/// `int`s); the libraries that take NumPy's dtypes (CuPy, Numba) share it. A larger type
+/// string or record could be read by nothing that consumes the interface.
+pub const MAX_ITEMSIZE: usize = i32::MAX as usize;
 
 /// The unit of a datetime or timedelta.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -607,6 +615,9 @@ mod tests {
         assert_eq!(TypeStr::parse("|S5").unwrap().itemsize(), 5);
         assert_eq!(TypeStr::parse("|S0").unwrap().itemsize(), 0);
         assert_eq!(TypeStr::parse("|V12").unwrap().kind(), Kind::Void);
+        // NumPy's largest items (`numpy.dtype('S2147483647')`, `'U536870911'`).
+        assert_eq!(TypeStr::parse("|S2147483647").unwrap().itemsize(), MAX_ITEMSIZE);
+        assert_eq!(TypeStr::parse("<U536870911").unwrap().itemsize(), 2147483644);
         let o = TypeStr::parse("|O").unwrap();
         assert_eq!((o.itemsize(), o.to_string().as_str()), (std::mem::size_of::<usize>(), "|O"));
         let explicit = format!("|O{}", std::mem::size_of::<usize>());
@@ -641,6 +652,9 @@ mod tests {
             ("<M8[]", "datetime unit must be one of"),
             ("<f8[ns]", "unexpected characters"),
             ("<V", "item size is missing"),
+            ("|S2147483648", "up to 2147483647 (NumPy's limit)"),
+            ("|V9223372036854775807", "up to 2147483647 (NumPy's limit)"),
+            ("<U536870912", "up to 536870911 (NumPy's limit of 2147483647 bytes)"),
         ] {
             let message = err(input);
             assert!(message.starts_with(&format!("typestr: '{input}' is malformed: ")), "{message}");

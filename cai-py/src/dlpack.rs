@@ -254,11 +254,16 @@ fn dl_device(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<DLDevice>> {
     let Some(v) = some(value) else { return Ok(None) };
     let (t, id) = int_pair(v, "dl_device")?;
     // A part that fits in 64 bits but not in DLPack's 32, named as `int_pair` names one
-    // past 64 bits: the value as given, and its type.
+    // past 64 bits: the value as given, and its type (and the int an int-like gave).
     let narrow = |n: i64, index: usize, part: &str| -> PyResult<i32> {
         i32::try_from(n).or_else(|_| {
             let item = v.cast::<PyTuple>().map_err(PyErr::from)?.get_item(index)?;
-            Err(PyValueError::new_err(format!("dl_device: the {part} {} is out of range", received(&item)?)))
+            let shown = received(&item)?;
+            // An int-like whose text does not show its value (an `__index__` of its own).
+            let gave = if shown.contains(&n.to_string()) { String::new() } else { format!(", which gave {n},") };
+            Err(PyValueError::new_err(format!(
+                "dl_device: the {part} {shown}{gave} is out of range (DLPack's are 32-bit)"
+            )))
         })
     };
     Ok(Some(DLDevice { device_type: narrow(t, 0, "device type")?, device_id: narrow(id, 1, "device id")? }))
@@ -1147,7 +1152,12 @@ fn read_tensor(owner: &Bound<'_, DLPackTensor>, reported: DLDevice, stream: Opti
             .iter()
             .map(|&s| isize::try_from(s).ok().and_then(|s| s.checked_mul(itemsize)))
             .collect::<Option<DimVec<isize>>>()
-            .ok_or_else(|| PyValueError::new_err(format!("strides: {elements:?} elements overflow in bytes")))?;
+            .ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "strides: {} elements overflow in bytes",
+                    crate::error::py_tuple(&elements)
+                ))
+            })?;
         Some(bytes)
     };
     if tensor.data.is_null() && tensor.byte_offset != 0 {

@@ -87,7 +87,7 @@ fn build<'py>(
     let dict = PyDict::new(py);
     dict.set_item(intern!(py, "shape"), PyTuple::new(py, &descriptor.shape)?)?;
     dict.set_item(intern!(py, "typestr"), typestr_str(py, &descriptor.typestr))?;
-    if let Some(descr) = descriptor.descr.as_ref().filter(|d| d.as_simple().is_none()) {
+    if let Some(descr) = descriptor.descr.as_ref().filter(|d| !d.restates(&descriptor.typestr)) {
         dict.set_item(intern!(py, "descr"), descr_list(py, descr)?)?;
     }
     dict.set_item(intern!(py, "data"), (descriptor.data, descriptor.readonly))?;
@@ -145,6 +145,17 @@ fn typestr_str<'py>(py: Python<'py>, typestr: &TypeStr) -> Bound<'py, PyString> 
     s
 }
 
+/// A field's type as NumPy writes it: a typestr, a nested list, or `(type, shape)`.
+fn field_type<'py>(py: Python<'py>, ty: &FieldType) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match ty {
+        FieldType::Scalar(t) => typestr_str(py, t).into_any(),
+        FieldType::Record(nested) => descr_list(py, nested)?.into_any(),
+        FieldType::SubArray { base, shape } => {
+            PyTuple::new(py, [field_type(py, base)?, PyTuple::new(py, shape)?.into_any()])?.into_any()
+        }
+    })
+}
+
 /// A descr as NumPy writes it: a list of `(name, type[, shape])` tuples, with `(title,
 /// name)` for titled fields and nested lists for nested records.
 pub(crate) fn descr_list<'py>(py: Python<'py>, descr: &Descr) -> PyResult<Bound<'py, PyList>> {
@@ -154,10 +165,7 @@ pub(crate) fn descr_list<'py>(py: Python<'py>, descr: &Descr) -> PyResult<Bound<
             Some(title) => (title.as_str(), field.name.as_str()).into_pyobject(py)?.into_any(),
             None => PyString::new(py, &field.name).into_any(),
         };
-        let ty = match &field.ty {
-            FieldType::Scalar(t) => typestr_str(py, t).into_any(),
-            FieldType::Record(nested) => descr_list(py, nested)?.into_any(),
-        };
+        let ty = field_type(py, &field.ty)?;
         let entry = if field.shape.is_empty() {
             PyTuple::new(py, [name, ty])?
         } else {

@@ -483,8 +483,8 @@ pub(crate) fn check<T: Element, D: Dimension, A: Access>(parsed: &Parsed, memory
     }
     if !d.has_element_strides() {
         return Err(Problem::value_error(format!(
-            "strides: {:?} are not whole multiples of the element size {} of '{}'",
-            d.strides.as_deref().unwrap_or_default(),
+            "strides: {} are not whole multiples of the element size {} of '{}'",
+            py_tuple(d.strides.as_deref().unwrap_or_default()),
             d.itemsize(),
             T::TYPESTR
         ))

@@ -344,14 +344,17 @@ impl<T: Element, D: Dimension> PyHostArray<'_, T, D, ReadWrite> {
 
 /// Refuses elements that are not valid values of `T` (a `bool` byte other than 0 or 1):
 /// Rust may not even read them as `T`. `dims` are `(count, byte stride)` pairs from the
-/// element at `first`, whose bytes were validated to lie in the array's memory.
+/// element at `first`, whose bytes were validated to lie in the array's memory. Axes of
+/// stride 0 repeat the same elements and are read once (a broadcast of one `True` to
+/// `2**60` elements is one byte to check).
 pub(crate) fn valid_values<T: Element>(first: *const u8, dims: &[(usize, isize)], method: &str) -> PyResult<()> {
     let bools = cai_core::bool_bytes::<T>();
     if bools.is_empty() {
         return Ok(());
     }
+    let dims: Vec<(usize, isize)> = dims.iter().copied().filter(|&(n, s)| n == 0 || (n > 1 && s != 0)).collect();
     let mut bad = None;
-    visit(first, dims, &mut |element| {
+    visit(first, &dims, &mut |element| {
         for &b in &bools {
             // SAFETY: `element` is an element of the array (see above) and `b` a byte of it.
             let byte = unsafe { element.add(b).read() };

@@ -652,8 +652,18 @@ impl<'py> Keys<'py> {
                     Ok(given) => given,
                     Err(e) => return differs(lookup, format!("raised {}", exception_text(py, e)?)),
                 };
-                if !same_plain_value(&given, stored.as_ref().unwrap_or(&none), 8) {
-                    return differs(lookup, format!("gives {}", received(&given)?));
+                let mut parts = COMPARED_ITEMS;
+                match same_plain_value(&given, stored.as_ref().unwrap_or(&none), 8, &mut parts) {
+                    Some(true) => {}
+                    Some(false) => return differs(lookup, format!("gives {}", received(&given)?)),
+                    None => {
+                        return differs(
+                            lookup,
+                            format!(
+                                "gives a value that is not the item itself and has more than {COMPARED_ITEMS} parts"
+                            ),
+                        )
+                    }
                 }
             }
         }
@@ -661,15 +671,22 @@ impl<'py> Keys<'py> {
     }
 }
 
+/// The most parts of two values [`same_plain_value`] compares: tuples that share their
+/// items are small in memory and vast when walked (seven levels of 100 references to the
+/// level below are 100**7 leaves).
+const COMPARED_ITEMS: usize = 1 << 16;
+
 /// Whether `a` is `b`, or a value of the same builtin type (int, float, str, or a tuple or
 /// list of such, `depth` levels deep) equal to it: compared without running any code of
-/// the producer's (an `__eq__` of its own could call any two values equal).
-fn same_plain_value<'py>(a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, depth: u32) -> bool {
+/// the producer's (an `__eq__` of its own could call any two values equal). `None` when
+/// the comparison would take more than `parts` values.
+fn same_plain_value<'py>(a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, depth: u32, parts: &mut usize) -> Option<bool> {
     if a.is(b) {
-        return true;
+        return Some(true);
     }
+    *parts = parts.checked_sub(1)?;
     if depth == 0 || !a.get_type().is(b.get_type()) {
-        return false;
+        return Some(false);
     }
     let items = |x: &Bound<'py, PyAny>| -> Option<Vec<Bound<'py, PyAny>>> {
         if let Ok(t) = x.cast_exact::<PyTuple>() {
@@ -682,11 +699,18 @@ fn same_plain_value<'py>(a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, depth: u3
         || a.is_exact_instance_of::<pyo3::types::PyFloat>()
     {
         // Builtin comparisons of exact builtin types: no code of the producer's runs.
-        return a.eq(b).unwrap_or(false);
+        return Some(a.eq(b).unwrap_or(false));
     }
     match (items(a), items(b)) {
-        (Some(x), Some(y)) => x.len() == y.len() && x.iter().zip(&y).all(|(p, q)| same_plain_value(p, q, depth - 1)),
-        _ => false,
+        (Some(x), Some(y)) if x.len() == y.len() => {
+            for (p, q) in x.iter().zip(&y) {
+                if !same_plain_value(p, q, depth - 1, parts)? {
+                    return Some(false);
+                }
+            }
+            Some(true)
+        }
+        _ => Some(false),
     }
 }
 
@@ -806,9 +830,9 @@ fn strict(dict: &Bound<'_, PyDict>, iface: Interface) -> Result<Parsed, Failure>
     Ok(Parsed { descriptor, declared_version: declared, mask: mask_object, extent })
 }
 
-/// A `descr` that only restates the typestr is dropped.
+/// A `descr` that only restates the typestr is dropped; any other is a record's.
 fn simplify_descr(descriptor: &mut Descriptor) {
-    if descriptor.descr.as_ref().and_then(Descr::as_simple).is_some() {
+    if descriptor.descr.as_ref().is_some_and(|d| d.restates(&descriptor.typestr)) {
         descriptor.descr = None;
     }
 }
@@ -1094,9 +1118,11 @@ const OBJECTS_ON_DEVICE: &str = "Python object references, which mean nothing in
 /// records included).
 fn no_object_fields(descr: &Descr) -> Result<(), Failure> {
     fn has_objects(d: &Descr) -> bool {
-        d.fields.iter().any(|f| match &f.ty {
+        d.fields.iter().any(|f| match f.flattened().0 {
             FieldType::Scalar(t) => t.kind() == Kind::Object,
             FieldType::Record(r) => has_objects(r),
+            // `flattened` unwraps sub-array types.
+            FieldType::SubArray { .. } => false,
         })
     }
     if !has_objects(descr) {
@@ -1162,16 +1188,26 @@ fn descr(value: &Bound<'_, PyAny>) -> Result<Descr, Failure> {
     let Ok(list) = value.cast::<PyList>() else {
         return Err(wrong_type("descr", "a list of (name, type[, shape]) tuples", value));
     };
-    match descr_list(list, 0)? {
+    let mut entries = DESCR_ENTRIES;
+    match descr_list(list, 0, &mut entries)? {
         Ok(descr) => Ok(descr),
         Err(reason) => Err(Error::Descr { value: crate::shown::shown(value)?, reason }.into()),
     }
 }
 
+/// How a message says that a str has no UTF-8 form.
+const SURROGATE: &str = "is not valid Unicode text (a lone surrogate)";
+
+/// The most entries a descr may have, those of nested records included, counted each time
+/// they are met: lists that share their sub-lists describe records whose fields grow as
+/// the power of their depth (64 lists of 64 entries, six deep, are 64**6 fields).
+const DESCR_ENTRIES: usize = 1 << 16;
+
 /// The record a descr list describes, or why it is invalid; exceptions that must
 /// propagate are the outer error. Lists are read item by item with strong references
-/// (a `__repr__` called for a message may change the list).
-fn descr_list(list: &Bound<'_, PyList>, depth: u32) -> PyResult<Result<Descr, String>> {
+/// (a `__repr__` called for a message may change the list). `entries` is what is left of
+/// [`DESCR_ENTRIES`].
+fn descr_list(list: &Bound<'_, PyList>, depth: u32, entries: &mut usize) -> PyResult<Result<Descr, String>> {
     if depth > 32 {
         return Ok(Err("records nest deeper than 32 levels".to_owned()));
     }
@@ -1179,9 +1215,14 @@ fn descr_list(list: &Bound<'_, PyList>, depth: u32) -> PyResult<Result<Descr, St
         |o: &Bound<'_, PyAny>| -> Option<String> { o.cast::<PyString>().ok()?.to_str().ok().map(str::to_owned) };
     // A str that has no UTF-8 form: said so, rather than "not a str".
     let surrogate = |o: &Bound<'_, PyAny>| o.cast::<PyString>().is_ok_and(|s| s.to_str().is_err());
-    const SURROGATE: &str = "is not valid Unicode text (a lone surrogate)";
-    let mut fields = Vec::with_capacity(list.len());
+    let mut fields = Vec::with_capacity(list.len().min(*entries));
     for (i, entry) in list.iter().enumerate() {
+        let Some(left) = entries.checked_sub(1) else {
+            return Ok(Err(format!(
+                "it has more than {DESCR_ENTRIES} entries (those of nested records counted each time they appear)"
+            )));
+        };
+        *entries = left;
         let Some(t) = entry.cast::<PyTuple>().ok() else {
             return Ok(Err(format!("entry {i} is {}, not a (name, type[, shape]) tuple", received(&entry)?)));
         };
@@ -1207,42 +1248,79 @@ fn descr_list(list: &Bound<'_, PyList>, depth: u32) -> PyResult<Result<Descr, St
             };
             (Some(title), name)
         };
-        let ty_obj = &items[1];
-        let ty = if let Some(text) = str_of(ty_obj) {
-            match TypeStr::parse(&text) {
-                Ok(t) => FieldType::Scalar(t),
-                Err(e) => return Ok(Err(format!("field {name:?}: {e}"))),
-            }
-        } else if let Ok(nested) = ty_obj.cast::<PyList>() {
-            match descr_list(nested, depth + 1)? {
-                Ok(d) => FieldType::Record(d),
-                Err(reason) => return Ok(Err(reason)),
-            }
-        } else if surrogate(ty_obj) {
-            return Ok(Err(format!("field {name:?}: the type {} {SURROGATE}", received(ty_obj)?)));
-        } else {
-            return Ok(Err(format!("field {name:?}: the type {} is neither a typestr nor a list", received(ty_obj)?)));
+        let ty = match field_type(&items[1], &name, depth, entries)? {
+            Ok(ty) => ty,
+            Err(reason) => return Ok(Err(reason)),
         };
-        let mut shape = Vec::new();
-        if let Some(s) = items.get(2) {
-            let bad = || -> PyResult<String> {
-                Ok(format!("field {name:?}: the shape {} is not a tuple of non-negative ints", received(s)?))
-            };
-            let Ok(st) = s.cast::<PyTuple>() else { return Ok(Err(bad()?)) };
-            for d in st.iter() {
-                // Ints and int-likes (NumPy's integers), as for the array's own shape; not
-                // bools. `__index__` runs the producer's code: `d` and the tuple are held.
-                let n = match int_like::<i64>(&d)? {
-                    IntLike::Value(n) => usize::try_from(n).ok(),
-                    IntLike::OutOfRange | IntLike::NotInt => None,
-                };
-                match n {
-                    Some(n) => shape.push(n),
-                    None => return Ok(Err(bad()?)),
-                }
-            }
-        }
+        let shape = match items.get(2) {
+            Some(s) => match sub_array_shape(s, &name)? {
+                Ok(shape) => shape,
+                Err(reason) => return Ok(Err(reason)),
+            },
+            None => Vec::new(),
+        };
         fields.push(Field { name, title, ty, shape });
     }
     Ok(Ok(Descr::new(fields)))
+}
+
+/// The type of field `name`: a typestr, a nested descr list, or a sub-array type
+/// `(type, shape)` (NumPy's form for a field whose type is itself a sub-array).
+fn field_type(
+    ty: &Bound<'_, PyAny>,
+    name: &str,
+    depth: u32,
+    entries: &mut usize,
+) -> PyResult<Result<FieldType, String>> {
+    if let Ok(text) = ty.cast::<PyString>() {
+        return Ok(match text.to_str() {
+            Ok(text) => TypeStr::parse(text).map(FieldType::Scalar).map_err(|e| format!("field {name:?}: {e}")),
+            Err(_) => Err(format!("field {name:?}: the type {} {SURROGATE}", received(ty)?)),
+        });
+    }
+    if let Ok(nested) = ty.cast::<PyList>() {
+        return Ok(descr_list(nested, depth + 1, entries)?.map(FieldType::Record));
+    }
+    if let Some(pair) = ty.cast::<PyTuple>().ok().filter(|t| t.len() == 2) {
+        if depth >= 32 {
+            return Ok(Err("records nest deeper than 32 levels".to_owned()));
+        }
+        // Held: reading the shape may run the producer's code (`__index__`).
+        let (base, shape) = (pair.get_item(0)?, pair.get_item(1)?);
+        let base = match field_type(&base, name, depth + 1, entries)? {
+            Ok(base) => base,
+            Err(reason) => return Ok(Err(reason)),
+        };
+        return Ok(sub_array_shape(&shape, name)?.map(|shape| FieldType::SubArray { base: Box::new(base), shape }));
+    }
+    Ok(Err(format!("field {name:?}: the type {} is neither a typestr, a list nor a (type, shape) pair", received(ty)?)))
+}
+
+/// The sub-array shape of field `name`: a tuple of non-negative ints.
+fn sub_array_shape(s: &Bound<'_, PyAny>, name: &str) -> PyResult<Result<Vec<usize>, String>> {
+    let bad = || -> PyResult<String> {
+        Ok(format!("field {name:?}: the shape {} is not a tuple of non-negative ints", received(s)?))
+    };
+    let Ok(st) = s.cast::<PyTuple>() else { return Ok(Err(bad()?)) };
+    if st.len() > cai_core::MAX_DIMS {
+        return Ok(Err(format!(
+            "field {name:?}: the shape has {} dimensions, more than {} (NumPy's limit)",
+            st.len(),
+            cai_core::MAX_DIMS
+        )));
+    }
+    let mut shape = Vec::with_capacity(st.len());
+    for d in st.iter() {
+        // Ints and int-likes (NumPy's integers), as for the array's own shape; not bools.
+        // `__index__` runs the producer's code: `d` and the tuple are held.
+        let n = match int_like::<i64>(&d)? {
+            IntLike::Value(n) => usize::try_from(n).ok(),
+            IntLike::OutOfRange | IntLike::NotInt => None,
+        };
+        match n {
+            Some(n) => shape.push(n),
+            None => return Ok(Err(bad()?)),
+        }
+    }
+    Ok(Ok(shape))
 }

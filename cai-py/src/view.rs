@@ -28,8 +28,10 @@ pub(crate) struct Core {
     /// DLPack tensor or a descriptor), kept alive with the view: a producer may tie the
     /// memory to it rather than to itself (a NumPy scalar's `__array_interface__`
     /// describes a 0-d array made for the read, which only the dict's `'__ref'` keeps).
-    interface: Option<Py<PyAny>>,
-    mask: Option<Py<PyAny>>,
+    /// Like the owner and the mask, released through [`crate::freeing`]: each may be the
+    /// next link of a chain of views (a mask array whose base is a view with a mask...).
+    interface: Option<crate::freeing::Held>,
+    mask: Option<crate::freeing::Held>,
 }
 
 impl Core {
@@ -41,8 +43,8 @@ impl Core {
             declared_version: parsed.declared_version,
             extent: parsed.extent,
             owner: crate::freeing::Held::new(owner),
-            interface,
-            mask: parsed.mask,
+            interface: interface.map(crate::freeing::Held::new),
+            mask: parsed.mask.map(crate::freeing::Held::new),
         }
     }
 
@@ -473,8 +475,10 @@ macro_rules! view_class {
                 self.core.descriptor.nbytes().map_err(to_py_err)
             }
 
-            /// The lowest address the array reaches and one past the highest (equal for an
-            /// empty array), as `numpy.lib.array_utils.byte_bounds` gives them.
+            /// The lowest address the array reaches and one past the highest, as
+            /// `numpy.lib.array_utils.byte_bounds` gives them; `(ptr, ptr)` for an array
+            /// that reaches no byte (empty, or of zero-byte items, where NumPy's function
+            /// adds up the strides all the same).
             #[getter]
             fn byte_bounds(&self) -> PyResult<(usize, usize)> {
                 // Validation checked that the bytes lie inside the address space.
@@ -587,10 +591,10 @@ macro_rules! view_class {
             fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
                 visit.call(&*self.core.owner)?;
                 if let Some(v) = &self.core.interface {
-                    visit.call(v)?;
+                    visit.call(&**v)?;
                 }
                 if let Some(m) = &self.core.mask {
-                    visit.call(m)?;
+                    visit.call(&**m)?;
                 }
                 Ok(())
             }

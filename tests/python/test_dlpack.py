@@ -293,6 +293,13 @@ def test_a_views_dlpack_reads_its_keywords_as_python_would():
     with pytest.raises(ValueError, match=r"dl_device: the device type np.int64\(-4294967296\) \(int64\) is out of range"):
         view.__dlpack__(dl_device=(np.int64(-(2**32)), 0))
 
+    class Index:
+        def __index__(self):
+            return 2**40
+
+    with pytest.raises(ValueError, match=r"dl_device: the device id <.* \(Index\), which gave 1099511627776, is out of range"):
+        view.__dlpack__(dl_device=(1, Index()))
+
     class Name(str):
         pass
 

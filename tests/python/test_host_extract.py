@@ -143,6 +143,21 @@ def test_bools_must_be_zero_or_one():
         fx.host_alive(records)
 
 
+def test_bools_broadcast_along_an_axis_are_checked_once():
+    # One byte behind 2**60 elements: the check reads it once, not once per index.
+    huge = np.lib.stride_tricks.as_strided(np.array([True]), shape=(2**30, 2**30), strides=(0, 0))
+    assert fx.host_nd_first_bool(huge) is True
+    byte = np.array([2], dtype=np.uint8).view(np.bool_)
+    with pytest.raises(ValueError, match="bool element holds the byte 2"):
+        fx.host_nd_first_bool(np.lib.stride_tricks.as_strided(byte, shape=(2**30, 2**30), strides=(0, 0)))
+    # The other axes are read in full: the bad byte is the last element's.
+    rows = np.array([[1, 1, 0], [0, 1, 3]], dtype=np.uint8).view(np.bool_)
+    spread = np.lib.stride_tricks.as_strided(rows, shape=(2, 2**40, 3), strides=(3, 0, 1))
+    with pytest.raises(ValueError, match="byte 3"):
+        fx.host_nd_first_bool(spread)
+    assert fx.host_nd_first_bool(spread[:, :, :2]) is True
+
+
 def test_opaque_records_are_refused_for_a_record_argument():
     # NumPy exports a dtype whose fields are not in offset order as opaque bytes ('|V32'
     # and no fields): read as Particles, `alive` would be another field's byte.

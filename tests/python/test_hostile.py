@@ -177,6 +177,29 @@ def test_a_descr_entry_whose_repr_clears_the_dict():
     assert out == {"as_cuda_array": "ValueError", "from_cuda_array_interface": "ValueError", "validate": "findings:1", "extractor": "ValueError", "as_array": "ValueError"}
 
 
+def test_a_sub_array_type_whose_shape_frees_its_own_entry():
+    # The (type, shape) pair of a field's type is held while its shape's `__index__` empties
+    # the descr list and the dict, which drop the pair's last other references.
+    out = results(
+        """
+        class Clear:
+            def __index__(self):
+                del descr[:]; d.clear(); gc.collect()
+                return 2
+        n = 4
+        def make():
+            global descr
+            descr = [("a", ("<f" + str(n), (Clear(),)), (1,))]
+            return {"version": 3, "shape": (4,), "typestr": "|V8", "data": (PTR, False), "descr": descr}
+        print(entries(make))
+        """
+    )
+    assert out == {
+        "as_cuda_array": "ok", "from_cuda_array_interface": "ok", "validate": "findings:0", "extractor": "TypeError",
+        "as_array": "ok", "host_extractor": "TypeError",
+    }
+
+
 def test_a_warnings_hook_that_clears_the_dict():
     out = results(
         """
@@ -1538,6 +1561,46 @@ def test_a_dict_subclass_cannot_vouch_for_its_own_lookups():
     assert out["findings"] == [getter], out
 
 
+def test_values_that_share_their_parts_are_read_and_compared_in_bounded_time():
+    # Lists and tuples that share their parts are small in memory and vast when walked: a
+    # descr of six lists of 64 entries, each entry the list below (64**6 fields), and a
+    # dict subclass whose lookup gives an equal, new shape of seven levels of 100
+    # references (100**7 leaves). Both are refused at once, with a message, not after
+    # years or an exhausted memory.
+    out = results(
+        """
+        import resource, time
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+        L = [("x", "|u1")]
+        for _ in range(6):
+            L = [(f"f{i}", L) for i in range(64)]
+        laughs = {"shape": (1,), "typestr": "|V1", "descr": L, "data": (PTR, False), "version": 3}
+        def deep():
+            x = 0
+            for _ in range(7):
+                x = (x,) * 100
+            return x
+        class Fresh(dict):
+            def __getitem__(self, k): return deep() if k == "shape" else dict.__getitem__(self, k)
+            def get(self, k, default=None): return deep() if k == "shape" else dict.get(self, k, default)
+        start = time.monotonic()
+        out = {
+            "descr": first(lambda: cai.as_array(P(lambda: laughs, host=True))),
+            "descr findings": cai.validate(P(lambda: laughs, host=True)),
+            "lookup": first(lambda: cai.as_cuda_array(P(lambda: Fresh(shape=deep(), typestr="<f4", data=(PTR, False), version=3)))),
+        }
+        out["seconds"] = time.monotonic() - start
+        print(out)
+        """
+    )
+    entries = "it has more than 65536 entries (those of nested records counted each time they appear)"
+    assert out["descr"].startswith("ValueError: descr: [") and out["descr"].endswith(entries), out["descr"][-300:]
+    assert len(out["descr findings"]) == 1 and out["descr findings"][0].endswith(entries)
+    assert out["lookup"].startswith("ValueError: shape: the interface dict, a Fresh, holds ((((")
+    assert "but d['shape'] gives a value that is not the item itself and has more than 65536 parts" in out["lookup"]
+    assert out["seconds"] < 30, out["seconds"]
+
+
 def test_an_unraisable_hook_that_causes_the_report_it_handles_ends_before_the_c_stack(tmp_path):
     # A failure on a drop path (a hand-back, a DLPack deleter) goes to sys.unraisablehook,
     # Python code that may cause the same failure again: each report takes one nesting
@@ -1706,27 +1769,39 @@ def test_every_reader_of_an_int_like_value_lets_an_interrupt_through():
 @pytest.mark.parametrize("where", ["main thread", "thread with a 512 KiB stack"])
 def test_freeing_a_long_chain_of_views_does_not_overflow_the_c_stack(where):
     # Each view holds the one before it (through a DLPack tensor's deleter, the owner of an
-    # interface view, or a NumPy array between two views): freeing the last frees the
+    # interface view, a NumPy array between two views, a mask array whose base is the
+    # view before, or the interface dict the view keeps): freeing the last frees the
     # chain, one link inside the other's deallocation. A chain of some thousand links
     # overflowed the C stack (fewer in the debug build and on a small thread stack).
     links = 20000 if where == "main thread" else 3000
     out = run(
         f"""
         import numpy as np
+        class Fresh:
+            # A new interface dict at each read, which alone holds the view before.
+            def __init__(self, ai): self.ai = ai
+            @property
+            def __array_interface__(self): return dict(self.ai)
         def chains():
-            for kind in ("from_dlpack", "as_array", "numpy between"):
-                x = np.arange(4.0)
+            for kind in ("from_dlpack", "as_array", "numpy between", "mask", "interface"):
+                x = np.arange(4.0) if kind != "mask" else np.array([True, False, True, False])
                 v = cai.as_array(x)
+                ai = {{"shape": (4,), "typestr": x.dtype.str, "data": (x.ctypes.data, False), "version": 3}}
                 for _ in range({links}):
                     if kind == "from_dlpack":
                         v = cai.from_dlpack(v)
                     elif kind == "as_array":
                         v = cai.as_array(v)
-                    else:
+                    elif kind == "numpy between":
                         v = np.from_dlpack(cai.as_array(v))
-                assert np.asarray(v).tolist() == [0.0, 1.0, 2.0, 3.0]
+                    elif kind == "mask":
+                        # The mask is a NumPy array (no trashcan) whose base is the view before.
+                        v = cai.as_array(Fresh(dict(ai, mask=np.asarray(v))))
+                    else:
+                        v = cai.as_array(Fresh(dict(ai, __ref=v)))
+                assert np.asarray(v).tolist() == x.tolist()
                 del v
-                print("freed", kind)
+                print("freed", kind.replace(" ", "-"))
         if {where == "main thread"}:
             chains()
         else:
@@ -1736,4 +1811,4 @@ def test_freeing_a_long_chain_of_views_does_not_overflow_the_c_stack(where):
             t.join()
         """
     )
-    assert out.split() == ["freed", "from_dlpack", "freed", "as_array", "freed", "numpy", "between"]
+    assert out.split() == ["freed", "from_dlpack", "freed", "as_array", "freed", "numpy-between", "freed", "mask", "freed", "interface"]

@@ -18,6 +18,8 @@ DTYPES = [
     np.dtype([("a", "u1"), ("b", "<f4")], align=True),
     np.dtype([("x", "<f4", (3,)), ("n", [("p", "u1"), ("q", "<i2")])]),
     np.dtype({"names": ["a", "b"], "formats": ["<i4", "u1"], "offsets": [0, 8], "itemsize": 16}),
+    # Fields whose type is itself a sub-array, as NumPy writes them: ('f', ('<f2', (2,)), (3,)).
+    np.dtype([("f", ("<f2", (2,)), (3,)), ("g", ([("x", "u1")], (2,)))]),
 ]
 
 
@@ -115,6 +117,77 @@ def test_field_shapes_take_int_likes_as_numpy_does():
         ai["descr"] = [("x", "<f4", shape)]
         with pytest.raises(ValueError, match=r"descr: .* the shape .* is not a tuple of non-negative ints"):
             cai.as_array(holder)
+
+
+def interface(ai, base=None):
+    return type("Interface", (), {"__array_interface__": ai, "base": base})()
+
+
+@pytest.mark.parametrize(
+    "typestr, descr",
+    [("<V2", [("", "<f2")]), ("|V4", [("", "<f4")]), ("|V8", [("", "<f4", (2,))]), ("|V4", [("", ("<i2", (2,)))])],
+)
+def test_a_raw_bytes_typestr_with_a_one_field_descr_is_that_record(typestr, descr):
+    # NumPy reads a descr other than [('', typestr)] as the record it describes (one
+    # field, named f0), whatever the typestr's own letters say.
+    arr = np.arange(8, dtype="<f2") if typestr == "<V2" else np.arange(8, dtype="<f4")
+    n = arr.nbytes // int(typestr[2:])
+    ai = {"shape": (n,), "typestr": typestr, "descr": descr, "data": (arr.ctypes.data, False), "version": 3}
+    producer = interface(ai, arr)
+    expected = np.asarray(producer)
+    assert expected.dtype.names == ("f0",)
+    v = cai.as_array(producer)
+    assert (v.typestr, v.descr) == (typestr, descr) and cai.validate(producer) == []
+    assert v.__array_interface__["descr"] == descr
+    back = np.asarray(v)
+    assert back.dtype == expected.dtype and back.tobytes() == expected.tobytes()
+    assert np.array_equal(back["f0"], expected["f0"])
+    # A record, not bfloat16 or raw bytes: DLPack has no type for it.
+    with pytest.raises(BufferError, match=r"descr: a record type .* has no DLPack data type"):
+        v.__dlpack__()
+
+
+def test_a_descr_that_restates_the_typestr_adds_nothing():
+    arr = np.zeros(4, "<f2")
+    for typestr in ["<V2", "|V2"]:
+        ai = {"shape": (4,), "typestr": typestr, "descr": [("", typestr)], "data": (arr.ctypes.data, False), "version": 3}
+        v = cai.as_array(interface(ai, arr))
+        assert v.descr == [("", typestr)] and "descr" not in v.__array_interface__
+
+
+def test_unnamed_fields_take_numpys_names_and_titles_need_names():
+    arr = np.zeros(4, "<f8")
+    cases = [
+        ([("", "<f4"), ("f0", "<i4")], r"the name 'f0' is used twice \(NumPy names an unnamed field f<i>\)"),
+        ([("a", "<f4"), ("", "<i4"), ("f1", "|V0")], r"the name 'f1' is used twice"),
+        ([(("t", ""), "<f4"), ("", "|V4")], r"entry 0 has a title but no name"),
+    ]
+    for descr, message in cases:
+        ai = {"shape": (4,), "typestr": "|V8", "descr": descr, "data": (arr.ctypes.data, False), "version": 3}
+        with pytest.raises((ValueError, TypeError)):
+            np.asarray(interface(ai, arr))  # NumPy refuses each one too
+        with pytest.raises(ValueError, match=r"^descr: .*" + message):
+            cai.as_array(interface(ai, arr))
+        assert any("descr" in f for f in cai.validate(interface(ai, arr)))
+    # Padding takes no name: NumPy's own interface of a record with fields f0 and f1 and a
+    # gap, which NumPy cannot read back, is read.
+    dt = np.dtype({"names": ["f0", "f1"], "formats": ["u1", "<f4"], "offsets": [0, 4]})
+    rec = np.zeros(3, dt)
+    assert rec.__array_interface__["descr"] == [("f0", "|u1"), ("", "|V3"), ("f1", "<f4")]
+    v = cai.as_array(rec)
+    assert v.descr == rec.__array_interface__["descr"] and cai.validate(rec) == []
+
+
+def test_items_larger_than_numpy_can_describe_are_refused():
+    assert np.dtype("S2147483647").itemsize == 2**31 - 1
+    for typestr in ["|S2147483648", "|V2147483648", "<U536870912", "|S9223372036854775807"]:
+        with pytest.raises(TypeError):
+            np.dtype(typestr[1:])
+        ai = {"shape": (0,), "typestr": typestr, "data": (0, False), "version": 3}
+        with pytest.raises(ValueError, match=r"^typestr: '.*' is malformed: .*NumPy's limit"):
+            cai.as_array(interface(ai))
+    ai = {"shape": (0,), "typestr": "|S2147483647", "data": (0, False), "version": 3}
+    assert cai.as_array(interface(ai)).itemsize == 2**31 - 1
 
 
 def test_writes_through_the_reexported_view():

@@ -864,6 +864,13 @@ fn host_bools(x: PyHostArrayRo<'_, bool, Ix1>) -> PyResult<Vec<bool>> {
     Ok(x.as_slice()?.to_vec())
 }
 
+/// The first element of a bool array of any shape through `ndarray`'s view, or `None`
+/// when it is empty (every element is checked first).
+#[pyfunction]
+fn host_nd_first_bool(x: PyHostArrayRo<'_, bool>) -> PyResult<Option<bool>> {
+    Ok(x.as_array()?.iter().next().copied())
+}
+
 /// `alive` of each particle of a record array, as Rust reads it.
 #[pyfunction]
 fn host_alive(x: PyHostArrayRo<'_, Particle, Ix1>) -> PyResult<Vec<bool>> {
@@ -948,6 +955,7 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(host_scale, m)?)?;
     m.add_function(wrap_pyfunction!(host_add_into, m)?)?;
     m.add_function(wrap_pyfunction!(host_bools, m)?)?;
+    m.add_function(wrap_pyfunction!(host_nd_first_bool, m)?)?;
     m.add_function(wrap_pyfunction!(host_alive, m)?)?;
     m.add_function(wrap_pyfunction!(host_nd_elements, m)?)?;
     m.add_function(wrap_pyfunction!(host_nd_rows, m)?)?;
