@@ -12,7 +12,6 @@
 
 use std::cell::{Cell, RefCell};
 use std::mem::ManuallyDrop;
-use std::ops::Deref;
 use std::ptr::NonNull;
 
 use pyo3::{ffi, Py, PyAny};
@@ -39,16 +38,30 @@ thread_local! {
 /// `object` is a strong reference the caller gives up, and the GIL is held.
 #[inline]
 pub(crate) unsafe fn release(object: NonNull<ffi::PyObject>) {
+    // SAFETY: as the caller promises.
+    unsafe { release_all([Some(object)]) }
+}
+
+/// Releases the strong references `objects`, in order, as one release (one look at the
+/// thread's state); see the module's text.
+///
+/// # Safety
+///
+/// Each object is a strong reference the caller gives up, and the GIL is held.
+#[inline]
+unsafe fn release_all<const N: usize>(objects: [Option<NonNull<ffi::PyObject>>; N]) {
     let released = RELEASES.try_with(|r| {
         let depth = r.depth.get();
         if depth >= LIMIT {
             // Set aside: the borrow ends before any Python code runs.
-            r.aside.borrow_mut().push(object);
+            r.aside.borrow_mut().extend(objects.iter().flatten());
             return;
         }
         r.depth.set(depth + 1);
-        // SAFETY: as the caller promises.
-        unsafe { ffi::Py_DecRef(object.as_ptr()) };
+        for object in objects.iter().flatten() {
+            // SAFETY: as the caller promises.
+            unsafe { ffi::Py_DecRef(object.as_ptr()) };
+        }
         if depth == 0 {
             drain(&r.aside);
         }
@@ -56,8 +69,10 @@ pub(crate) unsafe fn release(object: NonNull<ffi::PyObject>) {
     });
     if released.is_err() {
         // The thread is ending and its thread-locals are gone: released at once.
-        // SAFETY: as the caller promises.
-        unsafe { ffi::Py_DecRef(object.as_ptr()) };
+        for object in objects.iter().flatten() {
+            // SAFETY: as the caller promises.
+            unsafe { ffi::Py_DecRef(object.as_ptr()) };
+        }
     }
 }
 
@@ -73,32 +88,48 @@ fn drain(aside: &RefCell<Vec<NonNull<ffi::PyObject>>>) {
     }
 }
 
-/// A strong reference released through [`release`] when dropped: what a view keeps
-/// alive, which may be the previous link of a chain.
+/// What a view keeps alive, released together through [`release_all`] when dropped: its
+/// owner, the value of the interface attribute it was read from, and its mask. Each may be
+/// the previous link of a chain (a mask array whose base is a view with a mask, ...).
 #[derive(Debug)]
-pub(crate) struct Held(ManuallyDrop<Py<PyAny>>);
+pub(crate) struct Links {
+    owner: ManuallyDrop<Py<PyAny>>,
+    interface: ManuallyDrop<Option<Py<PyAny>>>,
+    mask: ManuallyDrop<Option<Py<PyAny>>>,
+}
 
-impl Held {
-    pub(crate) fn new(object: Py<PyAny>) -> Held {
-        Held(ManuallyDrop::new(object))
+impl Links {
+    pub(crate) fn new(owner: Py<PyAny>, interface: Option<Py<PyAny>>, mask: Option<Py<PyAny>>) -> Links {
+        Links {
+            owner: ManuallyDrop::new(owner),
+            interface: ManuallyDrop::new(interface),
+            mask: ManuallyDrop::new(mask),
+        }
+    }
+
+    pub(crate) fn owner(&self) -> &Py<PyAny> {
+        &self.owner
+    }
+
+    pub(crate) fn interface(&self) -> Option<&Py<PyAny>> {
+        self.interface.as_ref()
+    }
+
+    pub(crate) fn mask(&self) -> Option<&Py<PyAny>> {
+        self.mask.as_ref()
     }
 }
 
-impl Deref for Held {
-    type Target = Py<PyAny>;
-
-    fn deref(&self) -> &Py<PyAny> {
-        &self.0
-    }
-}
-
-impl Drop for Held {
+impl Drop for Links {
     fn drop(&mut self) {
-        // SAFETY: the reference is not used again; a `Py` is dropped with the GIL held (a
-        // view's core, by its deallocation).
+        // SAFETY: each field is taken once, here, and not used again; a `Py` is dropped
+        // with the GIL held (a view's core, by its deallocation).
         unsafe {
-            let object = ManuallyDrop::take(&mut self.0).into_ptr();
-            release(NonNull::new_unchecked(object));
+            let owner = NonNull::new_unchecked(ManuallyDrop::take(&mut self.owner).into_ptr());
+            let raw = |o: Option<Py<PyAny>>| o.map(|o| NonNull::new_unchecked(o.into_ptr()));
+            let interface = raw(ManuallyDrop::take(&mut self.interface));
+            let mask = raw(ManuallyDrop::take(&mut self.mask));
+            release_all([Some(owner), interface, mask]);
         }
     }
 }

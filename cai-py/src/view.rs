@@ -23,15 +23,13 @@ pub(crate) struct Core {
     descriptor: Descriptor,
     declared_version: u64,
     extent: Extent,
-    owner: crate::freeing::Held,
-    /// The value of the owner's interface attribute the view was read from (`None` for a
-    /// DLPack tensor or a descriptor), kept alive with the view: a producer may tie the
-    /// memory to it rather than to itself (a NumPy scalar's `__array_interface__`
-    /// describes a 0-d array made for the read, which only the dict's `'__ref'` keeps).
-    /// Like the owner and the mask, released through [`crate::freeing`]: each may be the
-    /// next link of a chain of views (a mask array whose base is a view with a mask...).
-    interface: Option<crate::freeing::Held>,
-    mask: Option<crate::freeing::Held>,
+    /// The owner; the value of the owner's interface attribute the view was read from
+    /// (`None` for a DLPack tensor or a descriptor), kept alive with the view because a
+    /// producer may tie the memory to it rather than to itself (a NumPy scalar's
+    /// `__array_interface__` describes a 0-d array made for the read, which only the
+    /// dict's `'__ref'` keeps); and the mask. Released through [`crate::freeing`]: each
+    /// may be the next link of a chain of views.
+    links: crate::freeing::Links,
 }
 
 impl Core {
@@ -42,9 +40,7 @@ impl Core {
             descriptor: parsed.descriptor,
             declared_version: parsed.declared_version,
             extent: parsed.extent,
-            owner: crate::freeing::Held::new(owner),
-            interface: interface.map(crate::freeing::Held::new),
-            mask: parsed.mask.map(crate::freeing::Held::new),
+            links: crate::freeing::Links::new(owner, interface, parsed.mask),
         }
     }
 
@@ -66,7 +62,7 @@ impl Core {
 
     fn interface<'py>(&self, slf: &Bound<'py, PyAny>, iface: Interface) -> PyResult<Bound<'py, PyDict>> {
         let py = slf.py();
-        let mask = self.mask.as_ref().map(|m| m.bind(py));
+        let mask = self.links.mask().map(|m| m.bind(py));
         interface_dict(slf, &self.export_descriptor(iface), iface, mask)
     }
 
@@ -189,15 +185,15 @@ impl Core {
         match factory(py)? {
             None => own_view(py, self, iface),
             Some(make) => {
-                let owner = self.owner.bind(py);
-                let mask = self.mask.as_ref().map(|m| m.bind(py));
+                let owner = self.links.owner().bind(py);
+                let mask = self.links.mask().map(|m| m.bind(py));
                 let mut d = self.descriptor.clone();
                 if iface == Interface::Cuda {
                     // The version the producer declared, whose rules were applied.
                     d.version = u32::try_from(self.declared_version).unwrap_or(cai_core::CURRENT_VERSION);
                 }
                 let dict = interface_dict(owner, &d, iface, mask)?;
-                let lifeline = self.interface.as_ref().map(|v| v.bind(py).clone());
+                let lifeline = self.links.interface().map(|v| v.bind(py).clone());
                 make.call1((iface == Interface::Host, dict, owner, lifeline))
             }
         }
@@ -301,7 +297,7 @@ macro_rules! view_class {
 
             /// The object the view keeps alive.
             pub fn owner_object(&self) -> &Py<PyAny> {
-                &self.core.owner
+                self.core.links.owner()
             }
 
             /// The bytes the array reaches, as offsets from its pointer.
@@ -508,13 +504,13 @@ macro_rules! view_class {
             /// The mask object, or `None`.
             #[getter]
             fn mask(&self, py: Python<'_>) -> Option<Py<PyAny>> {
-                self.core.mask.as_ref().map(|m| m.clone_ref(py))
+                self.core.links.mask().map(|m| m.clone_ref(py))
             }
 
             /// The producer this view keeps alive.
             #[getter]
             fn owner(&self, py: Python<'_>) -> Py<PyAny> {
-                self.core.owner.clone_ref(py)
+                self.core.links.owner().clone_ref(py)
             }
 
             /// Whether the elements lie in C (row-major) order without gaps.
@@ -536,7 +532,7 @@ macro_rules! view_class {
             fn interface<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
                 let this = slf.get();
                 let d = &this.core.descriptor;
-                if this.core.mask.is_some() || d.mask.is_some() || d.descr.is_some() {
+                if this.core.links.mask().is_some() || d.mask.is_some() || d.descr.is_some() {
                     return this.core.interface(slf.as_any(), $iface);
                 }
                 let py = slf.py();
@@ -589,12 +585,12 @@ macro_rules! view_class {
             }
 
             fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-                visit.call(&*self.core.owner)?;
-                if let Some(v) = &self.core.interface {
-                    visit.call(&**v)?;
+                visit.call(self.core.links.owner())?;
+                if let Some(v) = self.core.links.interface() {
+                    visit.call(v)?;
                 }
-                if let Some(m) = &self.core.mask {
-                    visit.call(&**m)?;
+                if let Some(m) = self.core.links.mask() {
+                    visit.call(m)?;
                 }
                 Ok(())
             }
