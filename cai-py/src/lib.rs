@@ -145,6 +145,7 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(pyo3::wrap_pyfunction!(pointer_attributes, module)?)?;
     module.add_function(pyo3::wrap_pyfunction!(view::_make_view_v1, module)?)?;
     module.add_function(pyo3::wrap_pyfunction!(view::_make_view_v2, module)?)?;
+    module.add_function(pyo3::wrap_pyfunction!(view::_make_view_v3, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     config::publish(module)?;
     Ok(())

@@ -12,7 +12,7 @@ use pyo3::{ffi, intern, Borrowed};
 use pyo3::{PyTraverseError, PyVisit};
 
 use crate::entry::{GetterDef, MethodDef};
-use crate::error::{py_tuple, to_py_err};
+use crate::error::{py_tuple, to_py_err, Problem};
 use crate::export::{descr_list, interface_dict};
 use crate::once::Package;
 use crate::parse::{Interface, Parsed};
@@ -91,17 +91,23 @@ pub(crate) fn mark_package() {
     PACKAGE.store(true, Ordering::Relaxed);
 }
 
-/// The `cai` package's view factory (`cai._cai._make_view_v2`), for a module that is not
-/// the package (see [`Core::into_view`]): `None` when the package cannot be imported, or
-/// is one from before the factory took a lifeline (this module's own classes are used).
-/// Looked up once; an exception that must propagate does, uncached.
-fn factory(py: Python<'_>) -> PyResult<Option<Bound<'_, PyAny>>> {
-    static FACTORY: PyOnceLock<Option<Py<PyAny>>> = PyOnceLock::new();
+/// The `cai` package's view factory, for a module that is not the package (see
+/// [`Core::into_view`]), and whether it takes the declared version
+/// (`cai._cai._make_view_v3`) or reads it from the dict (`_make_view_v2`, from packages
+/// before v3): `None` when the package cannot be imported, or is one from before the
+/// factory took a lifeline (this module's own classes are used). Looked up once; an
+/// exception that must propagate does, uncached.
+fn factory(py: Python<'_>) -> PyResult<Option<(Bound<'_, PyAny>, bool)>> {
+    static FACTORY: PyOnceLock<Option<(Py<PyAny>, bool)>> = PyOnceLock::new();
     if FACTORY.get(py).is_none() {
         // Importing runs Python code, which may make views itself: the lock is not held
         // meanwhile, and the first value stored wins.
-        let found = match crate::once::package_attr(py, "_make_view_v2")? {
-            Package::Found(f) => Some(f.unbind()),
+        let (found, takes_version) = match crate::once::package_attr(py, "_make_view_v3")? {
+            Package::Missing => (crate::once::package_attr(py, "_make_view_v2")?, false),
+            other => (other, true),
+        };
+        let found = match found {
+            Package::Found(f) => Some((f.unbind(), takes_version)),
             Package::Missing => None,
             // The package's module is still being executed: this module's classes, this
             // time (complete, but not renamed, since the next call looks again).
@@ -116,7 +122,7 @@ fn factory(py: Python<'_>) -> PyResult<Option<Bound<'_, PyAny>>> {
         }
         let _ = FACTORY.set(py, found);
     }
-    Ok(FACTORY.get(py).and_then(|f| f.as_ref()).map(|f| f.bind(py).clone()))
+    Ok(FACTORY.get(py).and_then(|f| f.as_ref()).map(|(f, takes_version)| (f.bind(py).clone(), *takes_version)))
 }
 
 /// Without the `cai` package, this module's classes say that a module built on cai-py
@@ -130,8 +136,36 @@ fn own_classes_module(py: Python<'_>) {
 
 /// The `cai` package's factory: a view of the interface dict `interface`, kept alive by
 /// `owner` and by `lifeline` (the value of the producer's interface attribute, or None),
-/// as an instance of the package's class. Other modules built on cai-py call it so that
-/// their views are `cai.CudaArray` / `cai.HostArray` instances.
+/// as an instance of the package's class, declaring `version` (the producer's, whose
+/// rules were applied; the dict holds the version of those rules, so that reading it
+/// again warns of nothing). Other modules built on cai-py call it so that their views
+/// are `cai.CudaArray` / `cai.HostArray` instances.
+#[pyfunction]
+pub(crate) fn _make_view_v3<'py>(
+    host: bool,
+    interface: &Bound<'py, PyAny>,
+    owner: &Bound<'py, PyAny>,
+    lifeline: &Bound<'py, PyAny>,
+    version: u64,
+) -> PyResult<Bound<'py, PyAny>> {
+    let iface = if host { Interface::Host } else { Interface::Cuda };
+    let mut parsed = crate::parse::parse(interface, iface)?;
+    let applies = |declared: u64| declared.min(u64::from(cai_core::CURRENT_VERSION));
+    if iface == Interface::Cuda && applies(version) != u64::from(parsed.descriptor.version) {
+        return Err(Problem::value_error(format!(
+            "version: {version} is not declared by a dict read by version {}'s rules",
+            parsed.descriptor.version
+        ))
+        .into());
+    }
+    parsed.declared_version = version;
+    let lifeline = Some(lifeline).filter(|l| !l.is_none()).map(|l| l.clone().unbind());
+    let core = Core::from_parsed(owner.clone().unbind(), lifeline, parsed);
+    own_view(owner.py(), core, iface)
+}
+
+/// The factory of modules built on cai-py from before `_make_view_v3`: the declared
+/// version is the dict's.
 #[pyfunction]
 pub(crate) fn _make_view_v2<'py>(
     host: bool,
@@ -184,17 +218,23 @@ impl Core {
     fn into_package_view(self, py: Python<'_>, iface: Interface) -> PyResult<Bound<'_, PyAny>> {
         match factory(py)? {
             None => own_view(py, self, iface),
-            Some(make) => {
+            Some((make, takes_version)) => {
                 let owner = self.links.owner().bind(py);
                 let mask = self.links.mask().map(|m| m.bind(py));
+                let lifeline = self.links.interface().map(|v| v.bind(py).clone());
+                let host = iface == Interface::Host;
+                if takes_version {
+                    // The dict holds the version of the rules applied (the descriptor's).
+                    let dict = interface_dict(owner, &self.descriptor, iface, mask)?;
+                    return make.call1((host, dict, owner, lifeline, self.declared_version));
+                }
                 let mut d = self.descriptor.clone();
                 if iface == Interface::Cuda {
                     // The version the producer declared, whose rules were applied.
                     d.version = u32::try_from(self.declared_version).unwrap_or(cai_core::CURRENT_VERSION);
                 }
                 let dict = interface_dict(owner, &d, iface, mask)?;
-                let lifeline = self.links.interface().map(|v| v.bind(py).clone());
-                make.call1((iface == Interface::Host, dict, owner, lifeline))
+                make.call1((host, dict, owner, lifeline))
             }
         }
     }

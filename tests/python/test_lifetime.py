@@ -116,12 +116,18 @@ def _reads():
         plain = {k: v for k, v in lifeline.items() if k != "__ref"}
         return cai._cai._make_view_v2(True, plain, p, lifeline)
 
+    def factory_v3(p):
+        lifeline = p._dict()
+        plain = {k: v for k, v in lifeline.items() if k != "__ref"}
+        return cai._cai._make_view_v3(True, plain, p, lifeline, 3)
+
     return {
         "as_array": (True, cai.as_array),
         "as_cuda_array": (False, cai.as_cuda_array),
         "from_cuda_array_interface": (False, dict_given),
         "_make_view_v1": (True, factory_v1),
         "_make_view_v2": (True, factory_v2),
+        "_make_view_v3": (True, factory_v3),
         # A module built on cai-py, whose views the package's factory makes.
         "from_rust_in_another_module": (True, fx.rust_as_array),
     }

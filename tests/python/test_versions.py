@@ -89,6 +89,27 @@ def test_newer_version_with_known_keys_warns_and_reads_by_version_3():
     assert v.version == 4 and v.shape == (4,)
 
 
+@pytest.mark.parametrize("version", [4, 2**40])
+def test_a_view_made_in_another_module_declares_the_producers_version_and_warns_once(version):
+    # A module built on cai-py hands its reading to the package's factory, which reads
+    # the dict again: by the rules of version 3, with the declared version passed along.
+    import cai_fixtures as fx
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        v = fx.rust_as_cuda_array(Producer(cai_dict(version=version)))
+    assert type(v) is cai.CudaArray and v.version == version
+    assert [str(w.message).startswith(f"version: {version} is newer than") for w in caught] == [True]
+    assert v.__cuda_array_interface__["version"] == 3
+
+
+def test_the_factory_refuses_a_version_its_dict_was_not_read_by():
+    d = cai_dict(version=2)
+    with pytest.raises(ValueError, match=r"^version: 3 is not declared by a dict read by version 2's rules"):
+        cai._cai._make_view_v3(False, d, Producer(d), None, 3)
+    assert cai._cai._make_view_v3(False, cai_dict(version=3), Producer(d), None, 9).version == 9
+
+
 def test_newer_version_with_unknown_keys_is_refused():
     with pytest.raises(ValueError, match="version: 4 is newer .* 'events'"):
         cai.as_cuda_array(Producer(cai_dict(version=4, events=[1, 2])))
