@@ -187,7 +187,8 @@ impl Descr {
         Descr { fields: vec![Field::new("", typestr)] }
     }
 
-    /// Whether `other` describes the same record layout: the same entries, names, titles,
+    /// Whether `other` describes the same record layout: the same entries, names (an
+    /// unnamed field's being NumPy's `f{i}`), titles,
     /// sub-array shapes (nested sub-array types flattened, see [`Field::flattened`]) and
     /// equivalent types ([`TypeStr::is_equivalent`]), except that a
     /// padding entry of `self` matches any raw-bytes entry of the same size in `other`,
@@ -207,7 +208,7 @@ impl Descr {
     /// ```
     pub fn is_equivalent(&self, other: &Descr) -> bool {
         self.fields.len() == other.fields.len()
-            && self.fields.iter().zip(&other.fields).all(|(a, b)| {
+            && self.fields.iter().zip(&other.fields).enumerate().all(|(i, (a, b))| {
                 let raw_bytes = |f: &Field| matches!(f.ty, FieldType::Scalar(t) if t.kind() == Kind::Void);
                 if a.is_padding() && raw_bytes(b) {
                     return a.shape == b.shape && a.size().ok() == b.size().ok();
@@ -218,7 +219,7 @@ impl Descr {
                     (FieldType::Record(x), FieldType::Record(y)) => x.is_equivalent(y),
                     _ => false,
                 };
-                same_type && a.name == b.name && a.title == b.title && x_shape == y_shape
+                same_type && a.numpy_name(i) == b.numpy_name(i) && a.title == b.title && x_shape == y_shape
             })
     }
 
@@ -232,11 +233,29 @@ impl Descr {
         }
     }
 
-    /// Whether the descr only restates `typestr`: `[('', t)]` with `t` equivalent to it.
-    /// Any other descr of a `|V` typestr describes a record, as NumPy reads it: with
-    /// typestr `<V2`, `[('', '<f2')]` is a record of one half named `f0`.
+    /// Whether the descr only restates `typestr`. For a raw-bytes typestr that takes
+    /// `[('', typestr)]` with the same type string, as NumPy compares them: any other descr
+    /// describes a record (with typestr `<V2`, `[('', '<f2')]` is a record of one half
+    /// named `f0`, and so are `[('', '|V2')]` and `[('', '<V2', ())]`). For any other
+    /// typestr, a one-field descr of an equivalent type, which NumPy ignores.
     pub fn restates(&self, typestr: &TypeStr) -> bool {
-        self.as_simple().is_some_and(|t| t.is_equivalent(typestr))
+        if typestr.kind() == Kind::Void {
+            self.as_simple() == Some(*typestr)
+        } else {
+            self.plain_type().is_some_and(|t| t.is_equivalent(typestr))
+        }
+    }
+
+    /// The type of a descr of one unnamed, untitled field that is no sub-array (an
+    /// explicit shape `()` included).
+    fn plain_type(&self) -> Option<TypeStr> {
+        match self.fields.as_slice() {
+            [field] if field.name.is_empty() && field.title.is_none() => match field.flattened() {
+                (FieldType::Scalar(t), shape) if shape.is_empty() => Some(*t),
+                _ => None,
+            },
+            _ => None,
+        }
     }
 
     /// The size of one record in bytes: the sum of every entry's size, padding included.
@@ -286,7 +305,10 @@ impl Descr {
             labels().find(|l| !seen.insert(l.clone()))
         };
         if let Some(label) = duplicate {
-            return Err(self.invalid(&format!("the name '{label}' is used twice (NumPy names an unnamed field f<i>)")));
+            return Err(self.invalid(&format!(
+                "the name {} is used twice (NumPy names an unnamed field f<i>)",
+                crate::error::quoted(&label)
+            )));
         }
         for field in &self.fields {
             if let (FieldType::Record(inner), _) = field.flattened() {
@@ -317,7 +339,7 @@ impl Descr {
             }
             return Ok(());
         }
-        match self.as_simple() {
+        match self.plain_type() {
             Some(t) if t.is_equivalent(typestr) => Ok(()),
             _ => Err(self.invalid(&format!(
                 "typestr '{}' is not a record (|V), so descr must be [('', '{}')]",
@@ -375,9 +397,11 @@ impl fmt::Display for Field {
             None => py_str(f, &self.name)?,
         }
         f.write_str(", ")?;
-        write!(f, "{}", self.ty)?;
-        if !self.shape.is_empty() {
-            write!(f, ", {}", tuple(&self.shape))?;
+        match (&self.ty, self.shape.is_empty()) {
+            // An explicit `()`, as it was written: `('', '<V2', ())`.
+            (FieldType::SubArray { base, shape }, true) if shape.is_empty() => write!(f, "{base}, ()")?,
+            (ty, true) => write!(f, "{ty}")?,
+            (ty, false) => write!(f, "{ty}, {}", tuple(&self.shape))?,
         }
         f.write_str(")")
     }
@@ -510,6 +534,11 @@ mod tests {
         assert!(Descr::new(vec![Field::new("", t("<f4")), Field::new("", t("<i4"))]).check().is_ok());
         let titled = Descr::new(vec![Field::new("", t("<f4")).with_title("t")]);
         assert!(titled.check().unwrap_err().to_string().contains("entry 0 has a title but no name"));
+        // NumPy: dtype([('', '<f4')]) == dtype([('f0', '<f4')]).
+        let unnamed = Descr::new(vec![Field::new("", t("<f4")), Field::new("", t("<i4"))]);
+        let named = Descr::new(vec![Field::new("f0", t("<f4")), Field::new("f1", t("<i4"))]);
+        assert!(unnamed.is_equivalent(&named) && named.is_equivalent(&unnamed));
+        assert!(!unnamed.is_equivalent(&Descr::new(vec![Field::new("f1", t("<f4")), Field::new("f0", t("<i4"))])));
         // Padding takes no name: NumPy's own export of these names reads.
         let padded_names = Descr::new(vec![Field::new("f0", t("|u1")), Field::padding(3), Field::new("f1", t("<f4"))]);
         assert_eq!(padded_names.check().unwrap(), 8);
@@ -523,6 +552,17 @@ mod tests {
         assert!(!Descr::simple(t("<f2")).restates(&t("<V2")));
         assert!(!Descr::simple(t("<f4")).restates(&t("|V4")));
         assert!(Descr::simple(t("<f2")).check_typestr(&t("<V2")).is_ok());
+        // Raw bytes restate only the same type string, without an explicit shape `()`.
+        assert!(!Descr::simple(t("|V2")).restates(&t("<V2")));
+        let explicit = FieldType::SubArray { base: Box::new(t("<V2").into()), shape: vec![] };
+        let explicit = Descr::new(vec![Field::new("", explicit)]);
+        assert_eq!(explicit.to_string(), "[('', '<V2', ())]");
+        assert!(!explicit.restates(&t("<V2")));
+        // A plain type's descr restates an equivalent type, `()` or not (NumPy ignores it).
+        let f4 =
+            Descr::new(vec![Field::new("", FieldType::SubArray { base: Box::new(t("<f4").into()), shape: vec![] })]);
+        assert!(f4.restates(&t("<f4")) && Descr::simple(t("|u1")).restates(&t("<u1")));
+        assert!(f4.check_typestr(&t("<f4")).is_ok());
         assert!(!padded().restates(&TypeStr::void(12)));
     }
 

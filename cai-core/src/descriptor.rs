@@ -88,7 +88,7 @@ impl Descriptor {
         // Only void types (records, bf16) can have a descr of their own; asking the others
         // would allocate one to throw away.
         let descr = match T::TYPESTR.kind() {
-            Kind::Void => Some(T::descr()).filter(|d| d.as_simple().is_none()),
+            Kind::Void => Some(T::descr()).filter(|d| !d.restates(&T::TYPESTR)),
             _ => None,
         };
         Descriptor { descr, ..Descriptor::from_typestr(T::TYPESTR, data, shape) }

@@ -165,11 +165,13 @@ pub(crate) fn descr_list<'py>(py: Python<'py>, descr: &Descr) -> PyResult<Bound<
             Some(title) => (title.as_str(), field.name.as_str()).into_pyobject(py)?.into_any(),
             None => PyString::new(py, &field.name).into_any(),
         };
-        let ty = field_type(py, &field.ty)?;
-        let entry = if field.shape.is_empty() {
-            PyTuple::new(py, [name, ty])?
-        } else {
-            PyTuple::new(py, [name, ty, PyTuple::new(py, &field.shape)?.into_any()])?
+        let entry = match (&field.ty, field.shape.is_empty()) {
+            // An explicit `()`, written as it was read: `('', '<V2', ())`.
+            (FieldType::SubArray { base, shape }, true) if shape.is_empty() => {
+                PyTuple::new(py, [name, field_type(py, base)?, PyTuple::empty(py).into_any()])?
+            }
+            (ty, true) => PyTuple::new(py, [name, field_type(py, ty)?])?,
+            (ty, false) => PyTuple::new(py, [name, field_type(py, ty)?, PyTuple::new(py, &field.shape)?.into_any()])?,
         };
         list.append(entry)?;
     }

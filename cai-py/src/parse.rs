@@ -671,9 +671,10 @@ impl<'py> Keys<'py> {
     }
 }
 
-/// The most parts of two values [`same_plain_value`] compares: tuples that share their
-/// items are small in memory and vast when walked (seven levels of 100 references to the
-/// level below are 100**7 leaves).
+/// The most parts of two values [`same_plain_value`] compares, an item of a tuple or list
+/// and 64 bytes of an int or str each counting one: tuples that share their items are
+/// small in memory and vast when walked (seven levels of 100 references to the level
+/// below are 100**7 leaves), and so are long strs that many items share.
 const COMPARED_ITEMS: usize = 1 << 16;
 
 /// Whether `a` is `b`, or a value of the same builtin type (int, float, str, or a tuple or
@@ -688,20 +689,31 @@ fn same_plain_value<'py>(a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, depth: u3
     if depth == 0 || !a.get_type().is(b.get_type()) {
         return Some(false);
     }
-    let items = |x: &Bound<'py, PyAny>| -> Option<Vec<Bound<'py, PyAny>>> {
+    // The items of an exact tuple or list, taken from the budget before they are collected.
+    let mut items = |x: &Bound<'py, PyAny>| -> Option<Option<Vec<Bound<'py, PyAny>>>> {
+        let mut take = |n: usize| parts.checked_sub(n).map(|left| *parts = left);
         if let Ok(t) = x.cast_exact::<PyTuple>() {
-            return Some(t.iter().collect());
+            take(t.len())?;
+            return Some(Some(t.iter().collect()));
         }
-        x.cast_exact::<PyList>().ok().map(|l| l.iter().collect())
+        if let Ok(l) = x.cast_exact::<PyList>() {
+            take(l.len())?;
+            return Some(Some(l.iter().collect()));
+        }
+        Some(None)
     };
     if a.is_exact_instance_of::<PyInt>()
         || a.is_exact_instance_of::<PyString>()
         || a.is_exact_instance_of::<pyo3::types::PyFloat>()
     {
-        // Builtin comparisons of exact builtin types: no code of the producer's runs.
+        // Builtin comparisons of exact builtin types: no code of the producer's runs,
+        // `__sizeof__` included. Their cost grows with their size.
+        let size =
+            a.call_method0(intern!(a.py(), "__sizeof__")).and_then(|n| n.extract::<usize>()).unwrap_or(usize::MAX);
+        *parts = parts.checked_sub(size / 64)?;
         return Some(a.eq(b).unwrap_or(false));
     }
-    match (items(a), items(b)) {
+    match (items(a)?, items(b)?) {
         (Some(x), Some(y)) if x.len() == y.len() => {
             for (p, q) in x.iter().zip(&y) {
                 if !same_plain_value(p, q, depth - 1, parts)? {
@@ -1188,8 +1200,8 @@ fn descr(value: &Bound<'_, PyAny>) -> Result<Descr, Failure> {
     let Ok(list) = value.cast::<PyList>() else {
         return Err(wrong_type("descr", "a list of (name, type[, shape]) tuples", value));
     };
-    let mut entries = DESCR_ENTRIES;
-    match descr_list(list, 0, &mut entries)? {
+    let mut budget = DescrBudget { entries: DESCR_ENTRIES, text: DESCR_TEXT };
+    match descr_list(list, 0, &mut budget)? {
         Ok(descr) => Ok(descr),
         Err(reason) => Err(Error::Descr { value: crate::shown::shown(value)?, reason }.into()),
     }
@@ -1198,31 +1210,62 @@ fn descr(value: &Bound<'_, PyAny>) -> Result<Descr, Failure> {
 /// How a message says that a str has no UTF-8 form.
 const SURROGATE: &str = "is not valid Unicode text (a lone surrogate)";
 
-/// The most entries a descr may have, those of nested records included, counted each time
-/// they are met: lists that share their sub-lists describe records whose fields grow as
-/// the power of their depth (64 lists of 64 entries, six deep, are 64**6 fields).
+/// The most entries and sub-array dimensions a descr may have, those of nested records
+/// included, counted each time they are met: lists that share their sub-lists describe
+/// records whose fields grow as the power of their depth (64 lists of 64 entries, six
+/// deep, are 64**6 fields).
 const DESCR_ENTRIES: usize = 1 << 16;
+
+/// The most bytes of names and titles a descr may have, counted as [`DESCR_ENTRIES`]: a
+/// long name shared by many entries is one object in memory and a copy in each field.
+const DESCR_TEXT: usize = 1 << 24;
+
+/// What is left of [`DESCR_ENTRIES`] and [`DESCR_TEXT`] in one read.
+struct DescrBudget {
+    entries: usize,
+    text: usize,
+}
+
+impl DescrBudget {
+    /// Takes `n` entries or dimensions, or says why the descr is refused.
+    fn entries(&mut self, n: usize) -> Result<(), String> {
+        self.entries = self.entries.checked_sub(n).ok_or_else(|| {
+            format!(
+                "it has more than {DESCR_ENTRIES} entries and sub-array dimensions (those of nested records counted \
+                 each time they appear)"
+            )
+        })?;
+        Ok(())
+    }
+
+    /// The text of a name or title, its bytes taken from the budget; `None` for an object
+    /// that is not a str with a UTF-8 form.
+    fn text(&mut self, o: &Bound<'_, PyAny>) -> Option<Result<String, String>> {
+        let text = o.cast::<PyString>().ok()?.to_str().ok()?;
+        Some(match self.text.checked_sub(text.len()) {
+            Some(left) => {
+                self.text = left;
+                Ok(text.to_owned())
+            }
+            None => Err(format!("its names and titles take more than {DESCR_TEXT} bytes")),
+        })
+    }
+}
 
 /// The record a descr list describes, or why it is invalid; exceptions that must
 /// propagate are the outer error. Lists are read item by item with strong references
-/// (a `__repr__` called for a message may change the list). `entries` is what is left of
-/// [`DESCR_ENTRIES`].
-fn descr_list(list: &Bound<'_, PyList>, depth: u32, entries: &mut usize) -> PyResult<Result<Descr, String>> {
+/// (a `__repr__` called for a message may change the list).
+fn descr_list(list: &Bound<'_, PyList>, depth: u32, budget: &mut DescrBudget) -> PyResult<Result<Descr, String>> {
     if depth > 32 {
         return Ok(Err("records nest deeper than 32 levels".to_owned()));
     }
-    let str_of =
-        |o: &Bound<'_, PyAny>| -> Option<String> { o.cast::<PyString>().ok()?.to_str().ok().map(str::to_owned) };
     // A str that has no UTF-8 form: said so, rather than "not a str".
     let surrogate = |o: &Bound<'_, PyAny>| o.cast::<PyString>().is_ok_and(|s| s.to_str().is_err());
-    let mut fields = Vec::with_capacity(list.len().min(*entries));
+    let mut fields = Vec::with_capacity(list.len().min(budget.entries));
     for (i, entry) in list.iter().enumerate() {
-        let Some(left) = entries.checked_sub(1) else {
-            return Ok(Err(format!(
-                "it has more than {DESCR_ENTRIES} entries (those of nested records counted each time they appear)"
-            )));
-        };
-        *entries = left;
+        if let Err(reason) = budget.entries(1) {
+            return Ok(Err(reason));
+        }
         let Some(t) = entry.cast::<PyTuple>().ok() else {
             return Ok(Err(format!("entry {i} is {}, not a (name, type[, shape]) tuple", received(&entry)?)));
         };
@@ -1231,11 +1274,21 @@ fn descr_list(list: &Bound<'_, PyList>, depth: u32, entries: &mut usize) -> PyRe
         }
         let items: Vec<Bound<'_, PyAny>> = t.iter().collect();
         let name_obj = &items[0];
-        let (title, name) = if let Some(name) = str_of(name_obj) {
-            (None, name)
+        let (title, name) = if let Some(name) = budget.text(name_obj) {
+            match name {
+                Ok(name) => (None, name),
+                Err(reason) => return Ok(Err(reason)),
+            }
         } else {
             let pair = name_obj.cast::<PyTuple>().ok().filter(|p| p.len() == 2);
-            let parts = pair.and_then(|p| Some((str_of(&p.get_item(0).ok()?)?, str_of(&p.get_item(1).ok()?)?)));
+            let parts = pair.and_then(|p| {
+                let title = budget.text(&p.get_item(0).ok()?)?;
+                Some((title, budget.text(&p.get_item(1).ok()?)?))
+            });
+            if let Some((Err(reason), _) | (_, Err(reason))) = parts {
+                return Ok(Err(reason));
+            }
+            let parts = parts.and_then(|(title, name)| Some((title.ok()?, name.ok()?)));
             let Some((title, name)) = parts else {
                 let in_pair = pair.is_some_and(|p| p.iter().any(|part| surrogate(&part)));
                 if surrogate(name_obj) || in_pair {
@@ -1248,38 +1301,43 @@ fn descr_list(list: &Bound<'_, PyList>, depth: u32, entries: &mut usize) -> PyRe
             };
             (Some(title), name)
         };
-        let ty = match field_type(&items[1], &name, depth, entries)? {
+        let field = cai_core::quoted(&name);
+        let ty = match field_type(&items[1], &field, depth, budget)? {
             Ok(ty) => ty,
             Err(reason) => return Ok(Err(reason)),
         };
-        let shape = match items.get(2) {
-            Some(s) => match sub_array_shape(s, &name)? {
-                Ok(shape) => shape,
+        let (ty, shape) = match items.get(2) {
+            Some(s) => match sub_array_shape(s, &field, budget)? {
+                // An explicit `()`: the same layout as none, but NumPy reads a one-entry
+                // `[('', t, ())]` as a record, never as a restatement of typestr `t`.
+                Ok(shape) if shape.is_empty() => (FieldType::SubArray { base: Box::new(ty), shape }, Vec::new()),
+                Ok(shape) => (ty, shape),
                 Err(reason) => return Ok(Err(reason)),
             },
-            None => Vec::new(),
+            None => (ty, Vec::new()),
         };
         fields.push(Field { name, title, ty, shape });
     }
     Ok(Ok(Descr::new(fields)))
 }
 
-/// The type of field `name`: a typestr, a nested descr list, or a sub-array type
-/// `(type, shape)` (NumPy's form for a field whose type is itself a sub-array).
+/// The type of a field (`field` names it in messages, quoted): a typestr, a nested descr
+/// list, or a sub-array type `(type, shape)` (NumPy's form for a field whose type is
+/// itself a sub-array).
 fn field_type(
     ty: &Bound<'_, PyAny>,
-    name: &str,
+    field: &str,
     depth: u32,
-    entries: &mut usize,
+    budget: &mut DescrBudget,
 ) -> PyResult<Result<FieldType, String>> {
     if let Ok(text) = ty.cast::<PyString>() {
         return Ok(match text.to_str() {
-            Ok(text) => TypeStr::parse(text).map(FieldType::Scalar).map_err(|e| format!("field {name:?}: {e}")),
-            Err(_) => Err(format!("field {name:?}: the type {} {SURROGATE}", received(ty)?)),
+            Ok(text) => TypeStr::parse(text).map(FieldType::Scalar).map_err(|e| format!("field {field}: {e}")),
+            Err(_) => Err(format!("field {field}: the type {} {SURROGATE}", received(ty)?)),
         });
     }
     if let Ok(nested) = ty.cast::<PyList>() {
-        return Ok(descr_list(nested, depth + 1, entries)?.map(FieldType::Record));
+        return Ok(descr_list(nested, depth + 1, budget)?.map(FieldType::Record));
     }
     if let Some(pair) = ty.cast::<PyTuple>().ok().filter(|t| t.len() == 2) {
         if depth >= 32 {
@@ -1287,34 +1345,47 @@ fn field_type(
         }
         // Held: reading the shape may run the producer's code (`__index__`).
         let (base, shape) = (pair.get_item(0)?, pair.get_item(1)?);
-        let base = match field_type(&base, name, depth + 1, entries)? {
+        let base = match field_type(&base, field, depth + 1, budget)? {
             Ok(base) => base,
             Err(reason) => return Ok(Err(reason)),
         };
-        return Ok(sub_array_shape(&shape, name)?.map(|shape| FieldType::SubArray { base: Box::new(base), shape }));
+        let shape = sub_array_shape(&shape, field, budget)?;
+        return Ok(shape.map(|shape| FieldType::SubArray { base: Box::new(base), shape }));
     }
-    Ok(Err(format!("field {name:?}: the type {} is neither a typestr, a list nor a (type, shape) pair", received(ty)?)))
+    Ok(Err(format!("field {field}: the type {} is neither a typestr, a list nor a (type, shape) pair", received(ty)?)))
 }
 
-/// The sub-array shape of field `name`: a tuple of non-negative ints.
-fn sub_array_shape(s: &Bound<'_, PyAny>, name: &str) -> PyResult<Result<Vec<usize>, String>> {
+/// The sub-array shape of a field (`field` names it in messages, quoted): a tuple of at
+/// most 64 ints from 0 to `2**31 - 1` (NumPy's limits), its dimensions taken from the
+/// budget.
+fn sub_array_shape(
+    s: &Bound<'_, PyAny>,
+    field: &str,
+    budget: &mut DescrBudget,
+) -> PyResult<Result<Vec<usize>, String>> {
     let bad = || -> PyResult<String> {
-        Ok(format!("field {name:?}: the shape {} is not a tuple of non-negative ints", received(s)?))
+        Ok(format!(
+            "field {field}: the shape {} is not a tuple of ints from 0 to 2147483647 (NumPy's limits)",
+            received(s)?
+        ))
     };
     let Ok(st) = s.cast::<PyTuple>() else { return Ok(Err(bad()?)) };
     if st.len() > cai_core::MAX_DIMS {
         return Ok(Err(format!(
-            "field {name:?}: the shape has {} dimensions, more than {} (NumPy's limit)",
+            "field {field}: the shape has {} dimensions, more than {} (NumPy's limit)",
             st.len(),
             cai_core::MAX_DIMS
         )));
+    }
+    if let Err(reason) = budget.entries(st.len()) {
+        return Ok(Err(reason));
     }
     let mut shape = Vec::with_capacity(st.len());
     for d in st.iter() {
         // Ints and int-likes (NumPy's integers), as for the array's own shape; not bools.
         // `__index__` runs the producer's code: `d` and the tuple are held.
         let n = match int_like::<i64>(&d)? {
-            IntLike::Value(n) => usize::try_from(n).ok(),
+            IntLike::Value(n) => usize::try_from(n).ok().filter(|&n| n <= cai_core::MAX_ITEMSIZE),
             IntLike::OutOfRange | IntLike::NotInt => None,
         };
         match n {

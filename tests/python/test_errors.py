@@ -73,7 +73,7 @@ VALUE_ERRORS = [
     ),
     (
         bad(typestr="|V4", descr=[("a", "<f\udc80")]),
-        r"descr: .* field \"a\": the type '<f\\udc80' \(str\) is not valid Unicode text \(a lone surrogate\)",
+        r"descr: .* field 'a': the type '<f\\udc80' \(str\) is not valid Unicode text \(a lone surrogate\)",
     ),
     (bad(typestr="|O"), r"typestr: '\|O' holds Python object references, which mean nothing in device memory"),
     (bad(typestr="<O8"), r"typestr: '<O8' holds Python object references"),

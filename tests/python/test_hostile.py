@@ -1583,21 +1583,49 @@ def test_values_that_share_their_parts_are_read_and_compared_in_bounded_time():
         class Fresh(dict):
             def __getitem__(self, k): return deep() if k == "shape" else dict.__getitem__(self, k)
             def get(self, k, default=None): return deep() if k == "shape" else dict.get(self, k, default)
+        # Long names shared by many entries, sub-array types nested 32 deep with 64
+        # dimensions each, and long strs compared item by item.
+        names = dict(laughs, typestr="|V65536", descr=[("n" * 65536, "|u1")] * 65536)
+        t = "|u1"
+        for _ in range(32):
+            t = (t, (1,) * 64)
+        dims = dict(laughs, typestr="|V65535", descr=[("", t, (1,) * 64)] * 65535)
+        X = "x" * 10**7
+        Y = X[:-1] + "x"  # equal, not the same object
+        class Strs(dict):
+            def __getitem__(self, k): return (X,) * 60000 if k == "shape" else dict.__getitem__(self, k)
+            def get(self, k, default=None): return (X,) * 60000 if k == "shape" else dict.get(self, k, default)
+        class Long(dict):
+            def __getitem__(self, k): return [(X, "|u1")] if k == "descr" else dict.__getitem__(self, k)
+            def get(self, k, default=None): return [(X, "|u1")] if k == "descr" else dict.get(self, k, default)
         start = time.monotonic()
         out = {
             "descr": first(lambda: cai.as_array(P(lambda: laughs, host=True))),
             "descr findings": cai.validate(P(lambda: laughs, host=True)),
             "lookup": first(lambda: cai.as_cuda_array(P(lambda: Fresh(shape=deep(), typestr="<f4", data=(PTR, False), version=3)))),
+            "names": first(lambda: cai.as_array(P(lambda: names, host=True))),
+            "dims": first(lambda: cai.as_array(P(lambda: dims, host=True))),
+            "strs": first(lambda: cai.as_cuda_array(P(lambda: Strs(shape=(Y,) * 60000, typestr="<f4", data=(PTR, False), version=3)))),
+            "long str": first(lambda: cai.as_cuda_array(
+                P(lambda: Long(shape=(4,), typestr="|V1", descr=[(Y, "|u1")], data=(PTR, False), version=3)))),
         }
         out["seconds"] = time.monotonic() - start
         print(out)
         """
     )
-    entries = "it has more than 65536 entries (those of nested records counted each time they appear)"
+    entries = (
+        "it has more than 65536 entries and sub-array dimensions (those of nested records counted each time they "
+        "appear)"
+    )
     assert out["descr"].startswith("ValueError: descr: [") and out["descr"].endswith(entries), out["descr"][-300:]
     assert len(out["descr findings"]) == 1 and out["descr findings"][0].endswith(entries)
+    assert out["dims"].endswith(entries), out["dims"][-300:]
+    assert out["names"].endswith("its names and titles take more than 16777216 bytes"), out["names"][-300:]
+    parts = "gives a value that is not the item itself and has more than 65536 parts"
     assert out["lookup"].startswith("ValueError: shape: the interface dict, a Fresh, holds ((((")
-    assert "but d['shape'] gives a value that is not the item itself and has more than 65536 parts" in out["lookup"]
+    assert f"but d['shape'] {parts}" in out["lookup"]
+    assert out["strs"].startswith("ValueError: shape: the interface dict, a Strs, holds (") and parts in out["strs"]
+    assert out["long str"].startswith("ValueError: descr: the interface dict, a Long, holds [(") and parts in out["long str"]
     assert out["seconds"] < 30, out["seconds"]
 
 

@@ -115,7 +115,7 @@ def test_field_shapes_take_int_likes_as_numpy_does():
     assert np.dtype([("x", "<f4", (np.int64(2),))]) == arr.dtype
     for shape in [(True, 2), (-2,), ("2",)]:
         ai["descr"] = [("x", "<f4", shape)]
-        with pytest.raises(ValueError, match=r"descr: .* the shape .* is not a tuple of non-negative ints"):
+        with pytest.raises(ValueError, match=r"descr: .* the shape .* is not a tuple of ints from 0 to 2147483647"):
             cai.as_array(holder)
 
 
@@ -125,12 +125,22 @@ def interface(ai, base=None):
 
 @pytest.mark.parametrize(
     "typestr, descr",
-    [("<V2", [("", "<f2")]), ("|V4", [("", "<f4")]), ("|V8", [("", "<f4", (2,))]), ("|V4", [("", ("<i2", (2,)))])],
+    [
+        ("<V2", [("", "<f2")]),
+        ("|V4", [("", "<f4")]),
+        ("|V8", [("", "<f4", (2,))]),
+        ("|V4", [("", ("<i2", (2,)))]),
+        # NumPy compares the type strings: raw bytes of another spelling, or with an
+        # explicit shape (), are a record too (and not bfloat16 for DLPack).
+        ("<V2", [("", "|V2")]),
+        ("|V2", [("", "<V2")]),
+        ("<V2", [("", "<V2", ())]),
+    ],
 )
 def test_a_raw_bytes_typestr_with_a_one_field_descr_is_that_record(typestr, descr):
     # NumPy reads a descr other than [('', typestr)] as the record it describes (one
     # field, named f0), whatever the typestr's own letters say.
-    arr = np.arange(8, dtype="<f2") if typestr == "<V2" else np.arange(8, dtype="<f4")
+    arr = np.arange(8, dtype="<f2") if typestr[2] == "2" else np.arange(8, dtype="<f4")
     n = arr.nbytes // int(typestr[2:])
     ai = {"shape": (n,), "typestr": typestr, "descr": descr, "data": (arr.ctypes.data, False), "version": 3}
     producer = interface(ai, arr)
@@ -142,6 +152,7 @@ def test_a_raw_bytes_typestr_with_a_one_field_descr_is_that_record(typestr, desc
     back = np.asarray(v)
     assert back.dtype == expected.dtype and back.tobytes() == expected.tobytes()
     assert np.array_equal(back["f0"], expected["f0"])
+    assert np.dtype(v.descr) == expected.dtype
     # A record, not bfloat16 or raw bytes: DLPack has no type for it.
     with pytest.raises(BufferError, match=r"descr: a record type .* has no DLPack data type"):
         v.__dlpack__()
@@ -153,6 +164,13 @@ def test_a_descr_that_restates_the_typestr_adds_nothing():
         ai = {"shape": (4,), "typestr": typestr, "descr": [("", typestr)], "data": (arr.ctypes.data, False), "version": 3}
         v = cai.as_array(interface(ai, arr))
         assert v.descr == [("", typestr)] and "descr" not in v.__array_interface__
+        assert np.asarray(v).dtype == np.asarray(interface(ai, arr)).dtype == np.dtype("V2")
+    # A plain type's descr is ignored by NumPy, and restates it for cai, `()` or not.
+    f4 = np.zeros(4, "<f4")
+    for descr in [[("", "<f4")], [("", "<f4", ())], [("", "|f4")]]:
+        ai = {"shape": (4,), "typestr": "<f4", "descr": descr, "data": (f4.ctypes.data, False), "version": 3}
+        v = cai.as_array(interface(ai, f4))
+        assert v.descr == [("", "<f4")] and np.asarray(v).dtype == np.float32
 
 
 def test_unnamed_fields_take_numpys_names_and_titles_need_names():
@@ -186,6 +204,10 @@ def test_items_larger_than_numpy_can_describe_are_refused():
         ai = {"shape": (0,), "typestr": typestr, "data": (0, False), "version": 3}
         with pytest.raises(ValueError, match=r"^typestr: '.*' is malformed: .*NumPy's limit"):
             cai.as_array(interface(ai))
+    # A sub-array dimension is a C int for NumPy too.
+    ai = {"shape": (0,), "typestr": "|V0", "descr": [("a", "|u1", (2**31, 0))], "data": (0, False), "version": 3}
+    with pytest.raises(ValueError, match=r"^descr: .*the shape \(2147483648, 0\) \(tuple\) is not a tuple of ints from 0 to 2147483647"):
+        cai.as_array(interface(ai))
     ai = {"shape": (0,), "typestr": "|S2147483647", "data": (0, False), "version": 3}
     assert cai.as_array(interface(ai)).itemsize == 2**31 - 1
 
