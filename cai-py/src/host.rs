@@ -344,9 +344,11 @@ impl<T: Element, D: Dimension> PyHostArray<'_, T, D, ReadWrite> {
 
 /// Refuses elements that are not valid values of `T` (a `bool` byte other than 0 or 1):
 /// Rust may not even read them as `T`. `dims` are `(count, byte stride)` pairs from the
-/// element at `first`, whose bytes were validated to lie in the array's memory. Axes of
-/// stride 0 repeat the same elements and are read once (a broadcast of one `True` to
-/// `2**60` elements is one byte to check).
+/// element at `first`, whose bytes were validated to lie in the array's memory. Each
+/// address is read once, however many indices reach it: axes of stride 0 are left out (a
+/// broadcast of one `True` to `2**60` elements is one byte to check), and an array with
+/// more elements than it spans bytes (an `as_strided` one whose elements overlap) is read
+/// through the set of the offsets its elements start at.
 pub(crate) fn valid_values<T: Element>(first: *const u8, dims: &[(usize, isize)], method: &str) -> PyResult<()> {
     let bools = cai_core::bool_bytes::<T>();
     if bools.is_empty() {
@@ -354,7 +356,7 @@ pub(crate) fn valid_values<T: Element>(first: *const u8, dims: &[(usize, isize)]
     }
     let dims: Vec<(usize, isize)> = dims.iter().copied().filter(|&(n, s)| n == 0 || (n > 1 && s != 0)).collect();
     let mut bad = None;
-    visit(first, &dims, &mut |element| {
+    let mut check = |element: *const u8| {
         for &b in &bools {
             // SAFETY: `element` is an element of the array (see above) and `b` a byte of it.
             let byte = unsafe { element.add(b).read() };
@@ -364,7 +366,37 @@ pub(crate) fn valid_values<T: Element>(first: *const u8, dims: &[(usize, isize)]
             }
         }
         true
-    });
+    };
+    let count = dims.iter().try_fold(1usize, |c, &(n, _)| c.checked_mul(n));
+    // Validation bounded the span (the distance from the lowest element to the highest).
+    let span =
+        dims.iter().fold(0usize, |a, &(n, s)| a.saturating_add(n.saturating_sub(1).saturating_mul(s.unsigned_abs())));
+    if count.is_none_or(|c| c > span.saturating_add(1)) && !dims.iter().any(|&(n, _)| n == 0) {
+        let Some(offsets) = element_offsets(&dims, span) else {
+            return Err(Problem::value_error(format!(
+                "{method}: the array's elements overlap across {span} bytes, too many to check its bool values \
+                 (read the array as u8)"
+            ))
+            .into());
+        };
+        // The lowest-addressed element: the first moved back along each negative stride.
+        let low = dims
+            .iter()
+            .filter(|&&(_, s)| s < 0)
+            .fold(first, |p, &(n, s)| p.wrapping_offset(s.wrapping_mul(isize::try_from(n - 1).unwrap_or(0))));
+        'words: for (word, &bits) in offsets.iter().enumerate() {
+            let mut bits = bits;
+            while bits != 0 {
+                let offset = word * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if !check(low.wrapping_add(offset)) {
+                    break 'words;
+                }
+            }
+        }
+    } else {
+        visit(first, &dims, &mut check);
+    }
     match bad {
         None => Ok(()),
         Some(byte) => Err(Problem::value_error(format!(
@@ -372,6 +404,53 @@ pub(crate) fn valid_values<T: Element>(first: *const u8, dims: &[(usize, isize)]
         ))
         .into()),
     }
+}
+
+/// The most bytes [`element_offsets`] spans (its set takes one bit a byte: 128 MiB).
+const MAX_OFFSET_SPAN: usize = 1 << 30;
+
+/// The set of offsets, from the lowest-addressed element, at which the elements of `dims`
+/// (`(count, byte stride)` pairs, none empty) start, as a bit set over `0..=span`; `None`
+/// past [`MAX_OFFSET_SPAN`] or when the memory for it cannot be had. Each axis adds its
+/// steps to the set by doubling: `log2(count)` shifted copies, not `count`.
+fn element_offsets(dims: &[(usize, isize)], span: usize) -> Option<Vec<u64>> {
+    if span >= MAX_OFFSET_SPAN {
+        return None;
+    }
+    let words = span / 64 + 1;
+    let mut set = Vec::new();
+    set.try_reserve_exact(words).ok()?;
+    set.resize(words, 0u64);
+    set[0] = 1;
+    // `dst |= src << shift`, over bit sets of one length (bits shifted past it cannot be
+    // set: every offset stays within the span).
+    fn or_shifted(dst: &mut [u64], src: &[u64], shift: usize) {
+        let (w, b) = (shift / 64, shift % 64);
+        for i in (w..dst.len()).rev() {
+            let mut v = src[i - w] << b;
+            if b > 0 && i > w {
+                v |= src[i - w - 1] >> (64 - b);
+            }
+            dst[i] |= v;
+        }
+    }
+    for &(n, s) in dims {
+        let step = s.unsigned_abs();
+        let base = set.clone();
+        // `set` holds the offsets of indices `0..m` along this axis; `m` grows to `n` by
+        // the bits of `n`, from the highest.
+        let mut m = 1usize;
+        for bit in (0..usize::BITS - 1 - n.leading_zeros()).rev() {
+            let before = set.clone();
+            or_shifted(&mut set, &before, m * step);
+            m *= 2;
+            if (n >> bit) & 1 == 1 {
+                or_shifted(&mut set, &base, m * step);
+                m += 1;
+            }
+        }
+    }
+    Some(set)
 }
 
 /// Calls `f` with the address of each index of `dims` (each element's, when `dims` are the
@@ -556,3 +635,38 @@ mod nd {
 
 #[cfg(feature = "ndarray")]
 pub use nd::NdDimension;
+
+#[cfg(test)]
+mod tests {
+    /// The offsets of every index, one by one.
+    fn brute(dims: &[(usize, isize)]) -> std::collections::BTreeSet<usize> {
+        let low: isize = dims.iter().filter(|d| d.1 < 0).map(|&(n, s)| s * isize::try_from(n - 1).unwrap()).sum();
+        let mut out = std::collections::BTreeSet::new();
+        super::visit(std::ptr::null::<u8>().wrapping_offset(-low), dims, &mut |p| {
+            out.insert(p as usize);
+            true
+        });
+        out
+    }
+
+    #[test]
+    fn element_offsets_are_the_offsets_of_every_index() {
+        let cases: &[&[(usize, isize)]] = &[
+            &[(5, 3)],
+            &[(7, 1), (5, 2)],
+            &[(3, 64), (70, 1)],
+            &[(13, -5), (4, 7), (2, 100)],
+            &[(64, 1), (65, 1), (3, 129)],
+            &[(1000, 3), (9, -17)],
+        ];
+        for dims in cases {
+            let span: usize = dims.iter().map(|&(n, s)| (n - 1) * s.unsigned_abs()).sum();
+            let set = super::element_offsets(dims, span).unwrap();
+            let got: std::collections::BTreeSet<usize> =
+                (0..=span).filter(|&o| set[o / 64] >> (o % 64) & 1 == 1).collect();
+            assert_eq!(got, brute(dims), "{dims:?}");
+            assert!(set.len() * 64 > span);
+        }
+        assert!(super::element_offsets(&[(2, 1 << 30)], 1 << 30).is_none());
+    }
+}
