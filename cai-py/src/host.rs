@@ -345,10 +345,11 @@ impl<T: Element, D: Dimension> PyHostArray<'_, T, D, ReadWrite> {
 /// Refuses elements that are not valid values of `T` (a `bool` byte other than 0 or 1):
 /// Rust may not even read them as `T`. `dims` are `(count, byte stride)` pairs from the
 /// element at `first`, whose bytes were validated to lie in the array's memory. Each
-/// address is read once, however many indices reach it: axes of stride 0 are left out (a
-/// broadcast of one `True` to `2**60` elements is one byte to check), and an array with
-/// more elements than it spans bytes (an `as_strided` one whose elements overlap) is read
-/// through the set of the offsets its elements start at.
+/// address is read about once, however many indices reach it: axes of stride 0 are left
+/// out (a broadcast of one `True` to `2**60` elements is one byte to check), and an array
+/// with more than four times as many elements as it spans bytes (an `as_strided` one
+/// whose elements overlap) is read through the set of the offsets its elements start at;
+/// past [`MAX_OFFSET_SPAN`] such an array is refused.
 pub(crate) fn valid_values<T: Element>(first: *const u8, dims: &[(usize, isize)], method: &str) -> PyResult<()> {
     let bools = cai_core::bool_bytes::<T>();
     if bools.is_empty() {
@@ -371,13 +372,20 @@ pub(crate) fn valid_values<T: Element>(first: *const u8, dims: &[(usize, isize)]
     // Validation bounded the span (the distance from the lowest element to the highest).
     let span =
         dims.iter().fold(0usize, |a, &(n, s)| a.saturating_add(n.saturating_sub(1).saturating_mul(s.unsigned_abs())));
-    if count.is_none_or(|c| c > span.saturating_add(1)) && !dims.iter().any(|&(n, _)| n == 0) {
-        let Some(offsets) = element_offsets(&dims, span) else {
+    if count.is_none_or(|c| c / 4 > span) && !dims.iter().any(|&(n, _)| n == 0) {
+        if span >= MAX_OFFSET_SPAN {
             return Err(Problem::value_error(format!(
-                "{method}: the array's elements overlap across {span} bytes, too many to check its bool values \
-                 (read the array as u8)"
+                "{method}: the array's {} elements overlap across {span} bytes, too many to check that its bool \
+                 values are 0 or 1 (read the array as u8)",
+                count.map_or_else(|| "more than 2**64".to_owned(), |c| c.to_string())
             ))
             .into());
+        }
+        let Some(offsets) = element_offsets(&dims, span) else {
+            return Err(pyo3::exceptions::PyMemoryError::new_err(format!(
+                "{method}: no memory for the set of the offsets of the array's overlapping elements ({} bytes)",
+                2 * (span / 64 + 1) * 8
+            )));
         };
         // The lowest-addressed element: the first moved back along each negative stride.
         let low = dims
@@ -406,43 +414,32 @@ pub(crate) fn valid_values<T: Element>(first: *const u8, dims: &[(usize, isize)]
     }
 }
 
-/// The most bytes [`element_offsets`] spans (its set takes one bit a byte: 128 MiB).
+/// The most bytes [`element_offsets`] spans (its set and a copy take a bit a byte each:
+/// 256 MiB).
 const MAX_OFFSET_SPAN: usize = 1 << 30;
 
 /// The set of offsets, from the lowest-addressed element, at which the elements of `dims`
-/// (`(count, byte stride)` pairs, none empty) start, as a bit set over `0..=span`; `None`
-/// past [`MAX_OFFSET_SPAN`] or when the memory for it cannot be had. Each axis adds its
-/// steps to the set by doubling: `log2(count)` shifted copies, not `count`.
+/// (`(count, byte stride)` pairs, none empty, no stride 0) start, as a bit set over
+/// `0..=span`; `None` when the memory for it cannot be had. Each axis adds its steps to
+/// the set by doubling: `log2(count)` shifted copies, not `count`.
 fn element_offsets(dims: &[(usize, isize)], span: usize) -> Option<Vec<u64>> {
-    if span >= MAX_OFFSET_SPAN {
-        return None;
-    }
     let words = span / 64 + 1;
-    let mut set = Vec::new();
-    set.try_reserve_exact(words).ok()?;
-    set.resize(words, 0u64);
+    let zeroed = || -> Option<Vec<u64>> {
+        let mut v = Vec::new();
+        v.try_reserve_exact(words).ok()?;
+        v.resize(words, 0u64);
+        Some(v)
+    };
+    let (mut set, mut base) = (zeroed()?, zeroed()?);
     set[0] = 1;
-    // `dst |= src << shift`, over bit sets of one length (bits shifted past it cannot be
-    // set: every offset stays within the span).
-    fn or_shifted(dst: &mut [u64], src: &[u64], shift: usize) {
-        let (w, b) = (shift / 64, shift % 64);
-        for i in (w..dst.len()).rev() {
-            let mut v = src[i - w] << b;
-            if b > 0 && i > w {
-                v |= src[i - w - 1] >> (64 - b);
-            }
-            dst[i] |= v;
-        }
-    }
     for &(n, s) in dims {
         let step = s.unsigned_abs();
-        let base = set.clone();
+        base.copy_from_slice(&set);
         // `set` holds the offsets of indices `0..m` along this axis; `m` grows to `n` by
         // the bits of `n`, from the highest.
         let mut m = 1usize;
         for bit in (0..usize::BITS - 1 - n.leading_zeros()).rev() {
-            let before = set.clone();
-            or_shifted(&mut set, &before, m * step);
+            or_shifted_in_place(&mut set, m * step);
             m *= 2;
             if (n >> bit) & 1 == 1 {
                 or_shifted(&mut set, &base, m * step);
@@ -451,6 +448,32 @@ fn element_offsets(dims: &[(usize, isize)], span: usize) -> Option<Vec<u64>> {
         }
     }
     Some(set)
+}
+
+/// `dst |= src << shift` over bit sets of one length (no bit is shifted past it: every
+/// offset stays within the span).
+fn or_shifted(dst: &mut [u64], src: &[u64], shift: usize) {
+    let (w, b) = (shift / 64, shift % 64);
+    for i in (w..dst.len()).rev() {
+        let mut v = src[i - w] << b;
+        if b > 0 && i > w {
+            v |= src[i - w - 1] >> (64 - b);
+        }
+        dst[i] |= v;
+    }
+}
+
+/// `set |= set << shift` for a `shift` of at least 1: from the highest word down, each
+/// word reads only itself and lower words, which are not written yet.
+fn or_shifted_in_place(set: &mut [u64], shift: usize) {
+    let (w, b) = (shift / 64, shift % 64);
+    for i in (w..set.len()).rev() {
+        let mut v = set[i - w] << b;
+        if b > 0 && i > w {
+            v |= set[i - w - 1] >> (64 - b);
+        }
+        set[i] |= v;
+    }
 }
 
 /// Calls `f` with the address of each index of `dims` (each element's, when `dims` are the
@@ -667,6 +690,7 @@ mod tests {
             assert_eq!(got, brute(dims), "{dims:?}");
             assert!(set.len() * 64 > span);
         }
-        assert!(super::element_offsets(&[(2, 1 << 30)], 1 << 30).is_none());
+        // Light overlap (fewer than four elements a byte) is read element by element.
+        assert_eq!(brute(&[(3, 1), (2, 1)]).len(), 4);
     }
 }

@@ -671,11 +671,13 @@ impl<'py> Keys<'py> {
     }
 }
 
-/// The most parts of two values [`same_plain_value`] compares, an item of a tuple or list
-/// and 64 bytes of an int or str each counting one: tuples that share their items are
-/// small in memory and vast when walked (seven levels of 100 references to the level
-/// below are 100**7 leaves), and so are long strs that many items share.
-const COMPARED_ITEMS: usize = 1 << 16;
+/// The most parts of two values [`same_plain_value`] compares, a pair of values that are
+/// not the same object, a pair of items of two tuples or lists, and 64 bytes of an int or
+/// str each counting one (a copy of a descr of 65,536 fields takes about 400,000): tuples
+/// that share their items are small in memory and vast when walked (seven levels of 100
+/// references to the level below are 100**7 leaves), and so are long strs that many items
+/// share.
+const COMPARED_ITEMS: usize = 1 << 20;
 
 /// Whether `a` is `b`, or a value of the same builtin type (int, float, str, or a tuple or
 /// list of such, `depth` levels deep) equal to it: compared without running any code of
@@ -689,18 +691,19 @@ fn same_plain_value<'py>(a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, depth: u3
     if depth == 0 || !a.get_type().is(b.get_type()) {
         return Some(false);
     }
-    // The items of an exact tuple or list, taken from the budget before they are collected.
-    let mut items = |x: &Bound<'py, PyAny>| -> Option<Option<Vec<Bound<'py, PyAny>>>> {
-        let mut take = |n: usize| parts.checked_sub(n).map(|left| *parts = left);
-        if let Ok(t) = x.cast_exact::<PyTuple>() {
-            take(t.len())?;
-            return Some(Some(t.iter().collect()));
+    // The length and the items of an exact tuple or list (the items collected once the
+    // lengths agree and the budget allows them).
+    let length = |x: &Bound<'py, PyAny>| -> Option<usize> {
+        match x.cast_exact::<PyTuple>() {
+            Ok(t) => Some(t.len()),
+            Err(_) => x.cast_exact::<PyList>().ok().map(|l| l.len()),
         }
-        if let Ok(l) = x.cast_exact::<PyList>() {
-            take(l.len())?;
-            return Some(Some(l.iter().collect()));
+    };
+    let items = |x: &Bound<'py, PyAny>| -> Vec<Bound<'py, PyAny>> {
+        match x.cast_exact::<PyTuple>() {
+            Ok(t) => t.iter().collect(),
+            Err(_) => x.cast_exact::<PyList>().map(|l| l.iter().collect()).unwrap_or_default(),
         }
-        Some(None)
     };
     if a.is_exact_instance_of::<PyInt>()
         || a.is_exact_instance_of::<PyString>()
@@ -713,8 +716,13 @@ fn same_plain_value<'py>(a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, depth: u3
         *parts = parts.checked_sub(size / 64)?;
         return Some(a.eq(b).unwrap_or(false));
     }
-    match (items(a)?, items(b)?) {
-        (Some(x), Some(y)) if x.len() == y.len() => {
+    match (length(a), length(b)) {
+        (Some(n), Some(m)) if n == m => {
+            *parts = parts.checked_sub(n)?;
+            let (x, y) = (items(a), items(b));
+            if x.len() != n || y.len() != n {
+                return Some(false);
+            }
             for (p, q) in x.iter().zip(&y) {
                 if !same_plain_value(p, q, depth - 1, parts)? {
                     return Some(false);
@@ -819,6 +827,11 @@ fn strict(dict: &Bound<'_, PyDict>, iface: Interface) -> Result<Parsed, Failure>
     }
     let shape = shape(keys.get(SHAPE))?;
     let typestr = typestr(keys.get(TYPESTR), iface)?;
+    // Looked at just before the descr is read, with no Python code run in between.
+    let default_spelling = match (keys.get(DESCR), keys.get(TYPESTR)) {
+        (Some(d), Some(t)) => spelled_as_default(d, t),
+        _ => false,
+    };
     let descr = keys.get(DESCR).map(descr).transpose()?;
     if let (Interface::Cuda, Some(d)) = (iface, &descr) {
         no_object_fields(d)?;
@@ -838,14 +851,41 @@ fn strict(dict: &Bound<'_, PyDict>, iface: Interface) -> Result<Parsed, Failure>
     };
     let mut descriptor = Descriptor { shape, strides, typestr, descr, data, readonly, version: rules, mask, stream };
     let extent = descriptor.validate()?;
-    simplify_descr(&mut descriptor);
+    simplify_descr(&mut descriptor, default_spelling);
     Ok(Parsed { descriptor, declared_version: declared, mask: mask_object, extent })
 }
 
-/// A `descr` that only restates the typestr is dropped; any other is a record's.
-fn simplify_descr(descriptor: &mut Descriptor) {
-    if descriptor.descr.as_ref().is_some_and(|d| d.restates(&descriptor.typestr)) {
-        descriptor.descr = None;
+/// Whether `descr` is `[('', typestr)]` written with the typestr's own spelling: NumPy's
+/// test of a descr that adds nothing to a raw-bytes typestr (it compares the strs). Runs
+/// no Python code.
+fn spelled_as_default(descr: &Bound<'_, PyAny>, typestr: &Bound<'_, PyAny>) -> bool {
+    let text = |o: &Bound<'_, PyAny>| o.cast::<PyString>().ok().and_then(|s| s.to_str().ok().map(str::to_owned));
+    let Some(entry) = descr.cast::<PyList>().ok().filter(|l| l.len() == 1).and_then(|l| l.get_item(0).ok()) else {
+        return false;
+    };
+    let Some(pair) = entry.cast::<PyTuple>().ok().filter(|t| t.len() == 2) else { return false };
+    let (Ok(name), Ok(ty)) = (pair.get_item(0), pair.get_item(1)) else { return false };
+    text(&name).is_some_and(|n| n.is_empty()) && text(&ty).is_some_and(|t| Some(t) == text(typestr))
+}
+
+/// A `descr` that only restates the typestr is dropped; any other is a record's. For a
+/// raw-bytes typestr that takes the same spelling (`default_spelling`); a one-field descr
+/// of the same type spelled otherwise (`[('', '=V2')]` for `'<V2'`) is a record for
+/// NumPy, and kept as one with an explicit shape `()`, which says so in Rust and in
+/// exports.
+fn simplify_descr(descriptor: &mut Descriptor, default_spelling: bool) {
+    let typestr = descriptor.typestr;
+    let Some(descr) = &mut descriptor.descr else { return };
+    if typestr.kind() != Kind::Void || default_spelling {
+        if descr.restates(&typestr) {
+            descriptor.descr = None;
+        }
+        return;
+    }
+    if descr.restates(&typestr) {
+        let field = &mut descr.fields[0];
+        let base = std::mem::replace(&mut field.ty, FieldType::Scalar(typestr));
+        field.ty = FieldType::SubArray { base: Box::new(base), shape: Vec::new() };
     }
 }
 

@@ -158,6 +158,21 @@ def test_a_raw_bytes_typestr_with_a_one_field_descr_is_that_record(typestr, desc
         v.__dlpack__()
 
 
+def test_raw_bytes_restate_only_the_typestrs_own_spelling():
+    # NumPy compares the strs: '=V2' is not '<V2', so either descr of the other makes a
+    # record (not bfloat16, which DLPack would carry).
+    arr = np.arange(4, dtype="<f2")
+    for typestr, ty in [("<V2", "=V2"), ("=V2", "<V2"), ("|V2", "=V2")]:
+        ai = {"shape": (4,), "typestr": typestr, "descr": [("", ty)], "data": (arr.ctypes.data, False), "version": 3}
+        expected = np.asarray(interface(ai, arr))
+        assert expected.dtype.names == ("f0",)
+        v = cai.as_array(interface(ai, arr))
+        assert np.asarray(v).dtype == expected.dtype and np.dtype(v.descr) == expected.dtype
+        assert np.dtype(v.__array_interface__["descr"]) == expected.dtype
+        with pytest.raises(BufferError, match=r"descr: a record type .* has no DLPack data type"):
+            v.__dlpack__()
+
+
 def test_a_descr_that_restates_the_typestr_adds_nothing():
     arr = np.zeros(4, "<f2")
     for typestr in ["<V2", "|V2"]:
