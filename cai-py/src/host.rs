@@ -439,10 +439,10 @@ fn element_offsets(dims: &[(usize, isize)], span: usize) -> Option<Vec<u64>> {
         // the bits of `n`, from the highest.
         let mut m = 1usize;
         for bit in (0..usize::BITS - 1 - n.leading_zeros()).rev() {
-            or_shifted_in_place(&mut set, m * step);
+            or_shifted(&mut set, None, m * step);
             m *= 2;
             if (n >> bit) & 1 == 1 {
-                or_shifted(&mut set, &base, m * step);
+                or_shifted(&mut set, Some(&base), m * step);
                 m += 1;
             }
         }
@@ -450,29 +450,19 @@ fn element_offsets(dims: &[(usize, isize)], span: usize) -> Option<Vec<u64>> {
     Some(set)
 }
 
-/// `dst |= src << shift` over bit sets of one length (no bit is shifted past it: every
-/// offset stays within the span).
-fn or_shifted(dst: &mut [u64], src: &[u64], shift: usize) {
+/// `dst |= src << shift` over bit sets of one length, `src` being `dst` itself when `None`
+/// (no bit is shifted past the end: every offset stays within the span). From the
+/// highest word down, each word reads only itself and lower words, which are not written
+/// yet: shifting a set in place needs a `shift` of at least 1.
+fn or_shifted(dst: &mut [u64], src: Option<&[u64]>, shift: usize) {
     let (w, b) = (shift / 64, shift % 64);
     for i in (w..dst.len()).rev() {
-        let mut v = src[i - w] << b;
+        let word = |j: usize| src.map_or(dst[j], |src| src[j]);
+        let mut v = word(i - w) << b;
         if b > 0 && i > w {
-            v |= src[i - w - 1] >> (64 - b);
+            v |= word(i - w - 1) >> (64 - b);
         }
         dst[i] |= v;
-    }
-}
-
-/// `set |= set << shift` for a `shift` of at least 1: from the highest word down, each
-/// word reads only itself and lower words, which are not written yet.
-fn or_shifted_in_place(set: &mut [u64], shift: usize) {
-    let (w, b) = (shift / 64, shift % 64);
-    for i in (w..set.len()).rev() {
-        let mut v = set[i - w] << b;
-        if b > 0 && i > w {
-            v |= set[i - w - 1] >> (64 - b);
-        }
-        set[i] |= v;
     }
 }
 
