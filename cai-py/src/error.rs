@@ -276,7 +276,6 @@ unsafe fn write_unraisable() {
 /// exception raised in a `__del__`: for failures on paths that cannot raise (a drop). An
 /// exception already set is put aside first (building the error may run Python code, an
 /// import) and set again for its caller.
-#[cfg(feature = "driver")]
 pub(crate) fn report_unraisable(py: Python<'_>, make: impl FnOnce() -> PyErr) {
     // SAFETY: `py` is the proof that the GIL is held.
     unsafe { with_exception_aside(|| make().restore(py)) }

@@ -387,11 +387,7 @@ pub(crate) fn valid_values<T: Element>(first: *const u8, dims: &[(usize, isize)]
                 2 * (span / 64 + 1) * 8
             )));
         };
-        // The lowest-addressed element: the first moved back along each negative stride.
-        let low = dims
-            .iter()
-            .filter(|&&(_, s)| s < 0)
-            .fold(first, |p, &(n, s)| p.wrapping_offset(s.wrapping_mul(isize::try_from(n - 1).unwrap_or(0))));
+        let low = lowest(first, &dims);
         'words: for (word, &bits) in offsets.iter().enumerate() {
             let mut bits = bits;
             while bits != 0 {
@@ -412,6 +408,15 @@ pub(crate) fn valid_values<T: Element>(first: *const u8, dims: &[(usize, isize)]
         ))
         .into()),
     }
+}
+
+/// The lowest-addressed element of `dims` (`(count, byte stride)` pairs from the element
+/// at `first`): `first` moved back along each negative stride. Validation checked that
+/// these offsets lie in the address space.
+fn lowest(first: *const u8, dims: &[(usize, isize)]) -> *const u8 {
+    dims.iter()
+        .filter(|&&(_, s)| s < 0)
+        .fold(first, |p, &(n, s)| p.wrapping_offset(s.wrapping_mul(isize::try_from(n.saturating_sub(1)).unwrap_or(0))))
 }
 
 /// The most bytes [`element_offsets`] spans (its set and a copy take a bit a byte each:
@@ -543,17 +548,8 @@ mod nd {
                 ))
                 .into());
             }
-            // The lowest address: the first element moved back along each negative stride.
-            let byte_strides = self.strides();
-            // Validation checked that these offsets lie in the address space.
-            let low_offset: isize = shape
-                .iter()
-                .zip(byte_strides)
-                .filter(|(_, &s)| s < 0)
-                .map(|(&n, &s)| isize::try_from(n - 1).unwrap_or(0).wrapping_mul(s))
-                .fold(0, isize::wrapping_add);
-            let low = (d.data as *mut u8).wrapping_offset(low_offset);
-            let dims: Vec<(usize, isize)> = shape.iter().copied().zip(byte_strides.iter().copied()).collect();
+            let dims: Vec<(usize, isize)> = shape.iter().copied().zip(self.strides().iter().copied()).collect();
+            let low = lowest(d.data as *const u8, &dims).cast_mut();
             // Held before the values are read: another call may be writing them.
             self.hold(method, exclusive)?;
             valid_values::<T>(d.data as *const u8, &dims, method)?;
@@ -680,7 +676,7 @@ mod tests {
             assert_eq!(got, brute(dims), "{dims:?}");
             assert!(set.len() * 64 > span);
         }
-        // Light overlap (fewer than four elements a byte) is read element by element.
+        // The reference itself: an address two indices reach counts once.
         assert_eq!(brute(&[(3, 1), (2, 1)]).len(), 4);
     }
 }

@@ -720,9 +720,6 @@ fn same_plain_value<'py>(a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, depth: u3
         (Some(n), Some(m)) if n == m => {
             *parts = parts.checked_sub(n)?;
             let (x, y) = (items(a), items(b));
-            if x.len() != n || y.len() != n {
-                return Some(false);
-            }
             for (p, q) in x.iter().zip(&y) {
                 if !same_plain_value(p, q, depth - 1, parts)? {
                     return Some(false);
@@ -736,7 +733,7 @@ fn same_plain_value<'py>(a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, depth: u3
 
 /// The version whose rules apply: the declared one, or 3 for a newer dict; always 3 for
 /// NumPy's interface (whose version numbers are its own).
-fn rules_version(declared: u64, iface: Interface) -> u32 {
+pub(crate) fn rules_version(declared: u64, iface: Interface) -> u32 {
     match iface {
         Interface::Host => CURRENT_VERSION,
         Interface::Cuda => u32::try_from(declared).ok().filter(|&v| v <= CURRENT_VERSION).unwrap_or(CURRENT_VERSION),
@@ -1296,9 +1293,6 @@ impl DescrBudget {
 /// propagate are the outer error. Lists are read item by item with strong references
 /// (a `__repr__` called for a message may change the list).
 fn descr_list(list: &Bound<'_, PyList>, depth: u32, budget: &mut DescrBudget) -> PyResult<Result<Descr, String>> {
-    if depth > 32 {
-        return Ok(Err("records nest deeper than 32 levels".to_owned()));
-    }
     // A str that has no UTF-8 form: said so, rather than "not a str".
     let surrogate = |o: &Bound<'_, PyAny>| o.cast::<PyString>().is_ok_and(|s| s.to_str().is_err());
     let mut fields = Vec::with_capacity(list.len().min(budget.entries));
@@ -1376,13 +1370,14 @@ fn field_type(
             Err(_) => Err(format!("field {field}: the type {} {SURROGATE}", received(ty)?)),
         });
     }
-    if let Ok(nested) = ty.cast::<PyList>() {
+    let (nested, pair) = (ty.cast::<PyList>().ok(), ty.cast::<PyTuple>().ok().filter(|t| t.len() == 2));
+    if (nested.is_some() || pair.is_some()) && depth >= 32 {
+        return Ok(Err("records nest deeper than 32 levels".to_owned()));
+    }
+    if let Some(nested) = nested {
         return Ok(descr_list(nested, depth + 1, budget)?.map(FieldType::Record));
     }
-    if let Some(pair) = ty.cast::<PyTuple>().ok().filter(|t| t.len() == 2) {
-        if depth >= 32 {
-            return Ok(Err("records nest deeper than 32 levels".to_owned()));
-        }
+    if let Some(pair) = pair {
         // Held: reading the shape may run the producer's code (`__index__`).
         let (base, shape) = (pair.get_item(0)?, pair.get_item(1)?);
         let base = match field_type(&base, field, depth + 1, budget)? {

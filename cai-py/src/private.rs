@@ -184,6 +184,5 @@ pub fn both_reads(value: &Bound<'_, PyAny>, host: bool) -> PyResult<(Option<Stri
 /// paths report their failures (the DLPack deleter's, the extractors' hand-back), for the
 /// test that a hook which keeps causing reports ends.
 pub fn report_unraisable(py: Python<'_>, message: String) {
-    // SAFETY: `py` proves that the GIL is held.
-    unsafe { crate::error::with_exception_aside(|| pyo3::exceptions::PyRuntimeError::new_err(message).restore(py)) }
+    crate::error::report_unraisable(py, || pyo3::exceptions::PyRuntimeError::new_err(message))
 }

@@ -148,20 +148,7 @@ pub(crate) fn _make_view_v3<'py>(
     lifeline: &Bound<'py, PyAny>,
     version: u64,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let iface = if host { Interface::Host } else { Interface::Cuda };
-    let mut parsed = crate::parse::parse(interface, iface)?;
-    let applies = |declared: u64| declared.min(u64::from(cai_core::CURRENT_VERSION));
-    if iface == Interface::Cuda && applies(version) != u64::from(parsed.descriptor.version) {
-        return Err(Problem::value_error(format!(
-            "version: {version} is not declared by a dict read by version {}'s rules",
-            parsed.descriptor.version
-        ))
-        .into());
-    }
-    parsed.declared_version = version;
-    let lifeline = Some(lifeline).filter(|l| !l.is_none()).map(|l| l.clone().unbind());
-    let core = Core::from_parsed(owner.clone().unbind(), lifeline, parsed);
-    own_view(owner.py(), core, iface)
+    make_view(host, interface, owner, lifeline, Some(version))
 }
 
 /// The factory of modules built on cai-py from before `_make_view_v3`: the declared
@@ -173,8 +160,30 @@ pub(crate) fn _make_view_v2<'py>(
     owner: &Bound<'py, PyAny>,
     lifeline: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    make_view(host, interface, owner, lifeline, None)
+}
+
+/// The factories' view: `version`, when given, is the declared version, whose rules must
+/// be those the dict was read by.
+fn make_view<'py>(
+    host: bool,
+    interface: &Bound<'py, PyAny>,
+    owner: &Bound<'py, PyAny>,
+    lifeline: &Bound<'py, PyAny>,
+    version: Option<u64>,
+) -> PyResult<Bound<'py, PyAny>> {
     let iface = if host { Interface::Host } else { Interface::Cuda };
-    let parsed = crate::parse::parse(interface, iface)?;
+    let mut parsed = crate::parse::parse(interface, iface)?;
+    if let Some(version) = version {
+        if crate::parse::rules_version(version, iface) != parsed.descriptor.version {
+            return Err(Problem::value_error(format!(
+                "version: {version} is not declared by a dict read by version {}'s rules",
+                parsed.descriptor.version
+            ))
+            .into());
+        }
+        parsed.declared_version = version;
+    }
     let lifeline = Some(lifeline).filter(|l| !l.is_none()).map(|l| l.clone().unbind());
     let core = Core::from_parsed(owner.clone().unbind(), lifeline, parsed);
     own_view(owner.py(), core, iface)
