@@ -40,7 +40,9 @@ pub struct Descriptor {
     /// `strides` in bytes, one per dimension, possibly negative or zero; `None` means
     /// C-contiguous. Strides need not be multiples of the item size: NumPy makes such
     /// arrays (a field of a packed record), so they are described faithfully and
-    /// [`Descriptor::has_element_strides`] tells whether a typed view is possible.
+    /// [`Descriptor::has_element_strides`] tells whether a typed view is possible (a
+    /// stride that is never stepped, of an axis of length 1 or of an empty array, never
+    /// stands in its way).
     pub strides: Option<DimVec<isize>>,
     /// `typestr`: the element type.
     pub typestr: TypeStr,
@@ -271,13 +273,25 @@ impl Descriptor {
         true
     }
 
-    /// Whether every stride is a whole number of elements, so that the array can be
-    /// viewed as a typed strided slice. False for some NumPy views into packed records.
+    /// Whether every stride that is ever stepped is a whole number of elements, so that
+    /// the array can be viewed as a typed strided slice. False for some NumPy views into
+    /// packed records. The stride of an axis of length 1, and every stride of an empty
+    /// array, is never stepped and may be anything, as NumPy has it (see
+    /// [`Descriptor::stride_is_stepped`]).
     pub fn has_element_strides(&self) -> bool {
         match (&self.strides, self.itemsize()) {
             (None, _) | (_, 0) => true,
-            (Some(strides), itemsize) => strides.iter().all(|s| s.unsigned_abs() % itemsize == 0),
+            (Some(strides), itemsize) => strides
+                .iter()
+                .enumerate()
+                .all(|(axis, s)| s.unsigned_abs() % itemsize == 0 || !self.stride_is_stepped(axis)),
         }
+    }
+
+    /// Whether the stride of `axis` is ever stepped in reaching an element: not for an
+    /// axis of length 1 (its one index is 0), nor for any axis of an empty array.
+    pub fn stride_is_stepped(&self, axis: usize) -> bool {
+        self.shape.get(axis).is_some_and(|&n| n > 1) && !self.shape.contains(&0)
     }
 
     /// The bytes the array can reach, relative to [`data`](Descriptor::data), with every
@@ -552,6 +566,17 @@ mod tests {
         assert!(!d.has_element_strides());
         assert!(f4(&[10]).with_strides([-8]).has_element_strides());
         assert!(f4(&[10]).has_element_strides());
+        // A stride that is never stepped may be anything: an axis of length 1, or any
+        // axis of an empty array.
+        assert!(f4(&[3, 1]).with_strides([4, 6]).has_element_strides());
+        assert!(f4(&[0]).with_strides([5]).has_element_strides());
+        assert!(f4(&[2, 0]).with_strides([5, 7]).has_element_strides());
+        assert!(!f4(&[2, 1]).with_strides([5, 4]).has_element_strides());
+        assert!(!f4(&[1, 2]).with_strides([4, 6]).has_element_strides());
+        assert!(f4(&[3, 1]).stride_is_stepped(0));
+        assert!(!f4(&[3, 1]).stride_is_stepped(1));
+        assert!(!f4(&[3, 0]).stride_is_stepped(0));
+        assert!(!f4(&[3]).stride_is_stepped(1));
     }
 
     #[test]

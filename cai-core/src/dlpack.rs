@@ -257,18 +257,21 @@ pub fn write_element_strides(descriptor: &Descriptor, out: &mut [i64]) -> Result
 }
 
 /// The strides of `descriptor` in elements, as DLPack counts them, or why they are not
-/// whole elements.
+/// whole elements. A stride that is never stepped (of an axis of length 1, or of an empty
+/// array) may be any number of bytes: it is divided rounding toward zero, as NumPy's
+/// export does.
 pub fn element_strides(descriptor: &Descriptor) -> Result<Vec<i64>, String> {
     let itemsize = descriptor.itemsize();
     let strides = descriptor.strides().map_err(|e| e.to_string())?;
     strides
         .iter()
-        .map(|&s| {
+        .enumerate()
+        .map(|(axis, &s)| {
             let size = isize::try_from(itemsize).unwrap_or(isize::MAX);
             if size == 0 {
                 return Ok(0);
             }
-            if s % size != 0 {
+            if s % size != 0 && descriptor.stride_is_stepped(axis) {
                 return Err(format!(
                     "strides {} are not whole multiples of the element size {itemsize}, which DLPack's strides must be",
                     crate::error::PyTuple(&strides)
@@ -328,6 +331,14 @@ mod tests {
         assert_eq!(element_strides(&t).unwrap(), [1, 4]);
         let packed = d.with_strides([6, 2]);
         assert!(element_strides(&packed).unwrap_err().contains("not whole multiples of the element size 4"));
+        // Strides never stepped need not be whole elements.
+        let unit_axis = Descriptor::new::<f32>(0x1000, [3, 1]).with_strides([4, 6]);
+        assert_eq!(element_strides(&unit_axis).unwrap(), vec![1, 1]);
+        let empty = Descriptor::new::<f32>(0x1000, [0, 2]).with_strides([5, -9]);
+        assert_eq!(element_strides(&empty).unwrap(), vec![1, -2]);
+        let mut out = [0; 2];
+        write_element_strides(&unit_axis, &mut out).unwrap();
+        assert_eq!(out, [1, 1]);
     }
 
     #[test]

@@ -82,7 +82,7 @@ fn remember(index: usize, name: &Borrowed<'_, '_, PyAny>) {
 /// Reads the arguments of a `__dlpack__` called the METH_FASTCALL way into `out` (which
 /// starts empty), in the order of [`Request`]'s fields. All four are keyword-only: a
 /// positional argument, an unknown keyword or a repeated one is a `TypeError`, as
-/// Python's own signature check says it.
+/// Python's own signature check says it of `method` (the qualified name).
 ///
 /// Keywords are matched by identity: with the interned names (a call written in Python
 /// passes those very strings), or with the names last matched by text ([`SEEN`]).
@@ -94,13 +94,15 @@ fn remember(index: usize, name: &Borrowed<'_, '_, PyAny>) {
 /// `kwnames` tuple (null when there is none), all borrowed for the call.
 pub(crate) unsafe fn fastcall_arguments<'a, 'py>(
     py: Python<'py>,
+    method: &str,
     args: *const *mut ffi::PyObject,
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
     out: &mut [Option<Borrowed<'a, 'py, PyAny>>; 4],
 ) -> PyResult<()> {
     if nargs != 0 {
-        return Err(PyTypeError::new_err(format!("__dlpack__() takes 0 positional arguments but {nargs} were given")));
+        let given = if nargs == 1 { "1 was" } else { &format!("{nargs} were") };
+        return Err(PyTypeError::new_err(format!("{method}() takes 0 positional arguments but {given} given")));
     }
     if kwnames.is_null() {
         return Ok(());
@@ -139,11 +141,11 @@ pub(crate) unsafe fn fastcall_arguments<'a, 'py>(
                 }
                 Err(_) => received(&name)?,
             };
-            return Err(PyTypeError::new_err(format!("__dlpack__() got an unexpected keyword argument {text}")));
+            return Err(PyTypeError::new_err(format!("{method}() got an unexpected keyword argument {text}")));
         };
         if out[index].is_some() {
             return Err(PyTypeError::new_err(format!(
-                "__dlpack__() got multiple values for argument '{}'",
+                "{method}() got multiple values for argument '{}'",
                 KEYWORDS[index]
             )));
         }

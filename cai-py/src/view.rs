@@ -372,7 +372,7 @@ macro_rules! view_class {
                 let slf = unsafe { Borrowed::from_ptr(py, slf).cast_unchecked::<$ty>() };
                 let mut arguments = [None; 4];
                 // SAFETY: as the caller promises.
-                unsafe { crate::dlpack::fastcall_arguments(py, args, nargs, kwnames, &mut arguments) }?;
+                unsafe { crate::dlpack::fastcall_arguments(py, concat!($name, ".__dlpack__"), args, nargs, kwnames, &mut arguments) }?;
                 let [stream, max_version, dl_device, copy] = arguments;
                 let core = &slf.get().core;
                 let wanted = crate::dlpack::Request {
@@ -451,7 +451,8 @@ macro_rules! view_class {
                 PyTuple::new(py, &self.core.descriptor.shape)
             }
 
-            /// Strides in bytes, one per dimension, computed for a C-contiguous array.
+            /// Strides in bytes, one per dimension: the producer's, or those of C order
+            /// when it gave `None`.
             #[getter]
             fn strides<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
                 PyTuple::new(py, self.core.descriptor.strides().map_err(to_py_err)?.iter())
@@ -543,8 +544,10 @@ macro_rules! view_class {
                 self.core.declared_version
             }
 
-            /// The producer's stream: `None`, or an int (1 legacy default, 2 per-thread
-            /// default, otherwise a handle).
+            /// The stream the array's work is ordered on, which its interface re-exports:
+            /// the producer's (for a view of a DLPack tensor, the stream cai asked the
+            /// producer to order its work before); `None`, or an int (1 legacy default,
+            /// 2 per-thread default, otherwise a handle).
             #[getter]
             fn stream(&self) -> Option<usize> {
                 self.core.descriptor.stream.to_raw()
@@ -596,7 +599,8 @@ macro_rules! view_class {
             }
 
             /// `(device_type, device_id)` as DLPack names them: `(1, 0)` for host memory,
-            /// `(2, ordinal)` for CUDA memory.
+            /// `(2, ordinal)` for CUDA device memory, `(13, ordinal)` for managed memory and
+            /// `(3, 0)` for pinned host memory (the last two where a driver can tell).
             fn __dlpack_device__(slf: &Bound<'_, Self>) -> PyResult<(i32, i32)> {
                 let core = &slf.get().core;
                 let d = crate::dlpack::device(slf.py(), &core.descriptor, core.extent, memory($iface))?;
@@ -651,7 +655,8 @@ view_class!(
     /// A validated view of a device array exported through `__cuda_array_interface__`.
     ///
     /// It holds a strong reference to the producer (`owner`) and re-exports the array
-    /// through its own `__cuda_array_interface__` (version 3, the producer's stream).
+    /// through its own `__cuda_array_interface__` (always version 3, with the stream it
+    /// was read with; `version` keeps the version the producer declared).
     CudaArray,
     "CudaArray",
     Interface::Cuda,

@@ -268,12 +268,15 @@ def test_a_views_dlpack_reads_its_keywords_as_python_would():
     view = cai.as_array(np.arange(6.0).reshape(2, 3))
     assert str(inspect.signature(view.__dlpack__)) == "(*, stream=None, max_version=None, dl_device=None, copy=None)"
     assert "DLPack" in type(view).__dlpack__.__doc__
-    with pytest.raises(TypeError, match=r"^__dlpack__\(\) takes 0 positional arguments but 1 were given$"):
+    # Worded as pyo3 words them for the derived classes' __dlpack__ (the class named).
+    with pytest.raises(TypeError, match=r"^HostArray\.__dlpack__\(\) takes 0 positional arguments but 1 was given$"):
         view.__dlpack__(None)
-    with pytest.raises(TypeError, match=r"^__dlpack__\(\) got an unexpected keyword argument 'versions'$"):
+    with pytest.raises(TypeError, match=r"^HostArray\.__dlpack__\(\) takes 0 positional arguments but 2 were given$"):
+        view.__dlpack__(None, None)
+    with pytest.raises(TypeError, match=r"^HostArray\.__dlpack__\(\) got an unexpected keyword argument 'versions'$"):
         view.__dlpack__(versions=(1, 0))
     # A name is shown as Python shows a str: a lone surrogate escaped, not replaced.
-    with pytest.raises(TypeError, match=r"^__dlpack__\(\) got an unexpected keyword argument '\\udc80'$"):
+    with pytest.raises(TypeError, match=r"^HostArray\.__dlpack__\(\) got an unexpected keyword argument '\\udc80'$"):
         view.__dlpack__(**{"\udc80": 1})
     with pytest.raises(TypeError, match=r"max_version: expected a tuple of two ints, received '1.0' \(str\)"):
         view.__dlpack__(max_version="1.0")
@@ -355,6 +358,51 @@ def test_strides_that_are_not_whole_elements_are_refused():
     view = cai.as_array(Producer(rec["b"].__array_interface__, host=True))
     with pytest.raises(BufferError, match=r"strides: strides \(5,\) are not whole multiples of the element size 4"):
         view.__dlpack__()
+
+
+@pytest.mark.parametrize(
+    "shape, strides, elements",
+    [
+        ((3, 1), (4, 6), [[0.0], [1.0], [2.0]]),  # a length-1 axis: its stride is never stepped
+        ((1, 3), (5, 4), [[0.0, 1.0, 2.0]]),
+        ((2, 1, 2), (8, 7, 4), [[[0.0, 1.0]], [[2.0, 3.0]]]),
+        ((0,), (5,), []),  # an empty array: no stride is stepped
+        ((0, 3), (3, 5), np.zeros((0, 3))),
+    ],
+)
+def test_strides_never_stepped_need_not_be_whole_elements(shape, strides, elements):
+    # NumPy calls such arrays contiguous and exports them through DLPack; so does cai,
+    # through both of its protocols, and its extractors take them.
+    buf = np.arange(16, dtype=np.float32)
+    d = {"shape": shape, "strides": strides, "typestr": "<f4", "data": (address(buf), False), "version": 3}
+    p = Producer(d, host=True)
+    expected = np.lib.stride_tricks.as_strided(buf, shape, strides)
+    np.testing.assert_array_equal(expected, elements)
+    view = cai.as_array(p)
+    assert view.is_c_contiguous
+    for through in (np.from_dlpack(view), np.asarray(cai.from_dlpack(view)), np.asarray(view)):
+        assert through.shape == shape
+        np.testing.assert_array_equal(through, expected)
+    if expected.size:
+        assert np.from_dlpack(view).__array_interface__["data"][0] == address(buf)
+    assert fx.host_shape_f32(p) == list(shape)
+    # A Rust container exporting such strides does too.
+    cai.configure(check_pointers=False)  # the device's pointers are made up
+    m = fx.DeviceMatrix(PTR, 16, list(shape), strides=list(strides))
+    assert m.__cuda_array_interface__["strides"] is None
+    imported = cai.from_dlpack(m)
+    assert imported.shape == shape and imported.is_c_contiguous
+
+
+@pytest.mark.parametrize("shape, strides", [((2, 1), (6, 4)), ((1, 2), (4, 6)), ((2, 2, 1), (16, 6, 4))])
+def test_strides_stepped_must_be_whole_elements(shape, strides):
+    buf = np.arange(16, dtype=np.float32)
+    d = {"shape": shape, "strides": strides, "typestr": "<f4", "data": (address(buf), False), "version": 3}
+    p = Producer(d, host=True)
+    with pytest.raises(BufferError, match=r"strides: strides \(.*\) are not whole multiples of the element size 4"):
+        cai.as_array(p).__dlpack__()
+    with pytest.raises(ValueError, match=r"strides: \(.*\) are not whole multiples of the element size 4"):
+        fx.host_shape_f32(p)
 
 
 def test_types_without_a_dlpack_type_are_refused_by_name():
