@@ -1,7 +1,7 @@
 //! Derive macros for cai-core, and the attribute `#[cai_py::export]` for cai-py.
 //!
-//! Use the derives through cai-core's `derive` feature (`cai-core = { version = "0.1",
-//! features = ["derive"] }`), which re-exports each under its trait's name, as in
+//! Use the derives through cai-core's `derive` feature (`cai-array-core = { version =
+//! "0.1", features = ["derive"] }`, used as `cai_core`), which re-exports each under its trait's name, as in
 //! `use cai_core::{ArrayInterface, CudaArrayInterface, Element};`; cai-core's
 //! documentation of those re-exports has compiled examples. Use `export` as
 //! `#[cai_py::export]`, re-exported by cai-py.
@@ -41,7 +41,7 @@ use crate::ctxt::Ctxt;
 ///   | host                     // __array_interface__ (and DLPack of it when no `cuda`)
 ///   | arrays(name, ...)        // a property per named device array: a cai.CudaArray view
 ///   | host_arrays(name, ...)   // a property per named host array: a cai.HostArray view
-///   | options = field          // per-object export options (with `cuda`)
+///   | options = field          // per-object export options (with `cuda` or `arrays`)
 ///   | crate = "path"           // where cai_py is, when it is renamed
 /// ```
 ///
@@ -64,7 +64,8 @@ use crate::ctxt::Ctxt;
 ///   control over the process-wide export options (`cai.configure`, `CAI_EXPORT_STREAM`,
 ///   `CAI_EXPORT_VERSION`). Its `None` fields follow the process-wide ones;
 ///   `stream_none: Some(true)` exports `stream: None`, `version: Some(2)` exports version 2
-///   without a stream. Needs `cuda`. `field` is a field name, or an index for a tuple
+///   without a stream. The named device arrays' views take them when they are made.
+///   Needs `cuda` or `arrays(...)`. `field` is a field name, or an index for a tuple
 ///   struct.
 ///
 /// A missing trait is reported once, on the argument that needs it (on the attribute for
@@ -155,7 +156,8 @@ pub fn derive_cuda_array_interface(input: TokenStream) -> TokenStream {
 ///
 /// The attributes are those of `CudaArrayInterface`, without `stream` (NumPy's interface
 /// has none), and `data` is a `HostBuffer`: `Vec<T>`, `Box<[T]>`, `[T; N]`, `&[T]` (exported
-/// read-only) or `&mut [T]`, with `T: Element`. Elements that hold a `bool` (alone or in a
+/// read-only), `&mut [T]` or cai-core's `StableVec<T>` (which a consumer's view survives
+/// growing), with `T: Element`. Elements that hold a `bool` (alone or in a
 /// record) are exported read-only: a consumer could write a byte Rust's `bool` cannot
 /// hold. `ArrayInterface` is implemented when the struct has an array of its own;
 /// `NamedArrays` always.

@@ -139,10 +139,11 @@ fn expand_block(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream
     if !block.generics.params.is_empty() {
         return Err(syn::Error::new_spanned(&block.generics, "a #[pyclass] impl block cannot be generic"));
     }
-    if let (Some(options), false) = (&args.options, args.cuda.is_some()) {
+    if let (Some(options), false) = (&args.options, args.cuda.is_some() || args.arrays.is_some()) {
         return Err(syn::Error::new(
             options.span(),
-            "`options = field` applies to `__cuda_array_interface__`: add `cuda`",
+            "`options = field` applies to device exports (`__cuda_array_interface__`, named device arrays): add \
+             `cuda` or `arrays(...)`",
         ));
     }
     let krate = args.krate.clone().map_or_else(|| quote!(::cai_py), |p| quote!(#p));

@@ -122,6 +122,24 @@ def test_empty_device_array_exports_null_pointer():
     assert d["data"] == (0, False) and d["shape"] == (0, 4)
 
 
+@pytest.mark.parametrize(
+    "make, error, message",
+    [
+        (lambda: fx.HostMatrix(2**33, 2**33), OverflowError, r"rows x cols: 8589934592 x 8589934592 does not fit usize"),
+        (lambda: fx.HostCloud(2**63), OverflowError, r"n x 3: 9223372036854775808 x 3 does not fit usize"),
+        (lambda: fx.AlignedVector(2**64 - 1), OverflowError, r"n: 18446744073709551615 \+ 16 does not fit usize"),
+        (lambda: fx.DeviceCloud(0x1000, 2**62), OverflowError, r"n x 12: 4611686018427387904 x 12 does not fit usize"),
+        (lambda: fx.DeviceCloud(2**64 - 100, 10), OverflowError, r"address: 0xffffffffffffff9c \+ 12 x 10 \+ 256"),
+        (lambda: fx.BenchMatrix(0x1000, 2**33, 2**33), OverflowError, r"rows x cols: 8589934592 x 8589934592"),
+        (lambda: fx.HostMatrix(2**31, 2**31), MemoryError, r"cannot allocate 4611686018427387904 elements"),
+        (lambda: fx.Particles(2**62), MemoryError, r"cannot allocate 4611686018427387904 elements"),
+    ],
+)
+def test_fixture_sizes_that_cannot_be_are_errors_not_panics(make, error, message):
+    with pytest.raises(error, match=message):
+        make()
+
+
 def test_out_of_buffer_shape_is_refused():
     d = fx.DeviceMatrix(DEVICE, 4, [3, 4])
     with pytest.raises(ValueError, match="shape: .*reaches bytes 0 to 48"):
@@ -167,6 +185,30 @@ def test_named_device_arrays_follow_the_export_options():
         assert cloud.xyz.stream is None
         cai.configure(export_version=3)
         assert cloud.xyz.stream == 0x7000
+    finally:
+        cai.configure(**before)
+
+
+def test_named_device_arrays_follow_the_objects_own_export_options():
+    before = cai.configure()
+    try:
+        cloud = fx.DeviceCloud(DEVICE, 2)
+        cloud.set_options(stream_none=True)
+        assert cloud.xyz.stream is None and cloud.rgb.__cuda_array_interface__["stream"] is None
+        cloud.set_options(version=2)
+        assert cloud.xyz.stream is None and cloud.xyz.version == 2
+        # The object's own options win over the process-wide ones, both ways.
+        cloud.set_options(stream_none=False)
+        cai.configure(export_stream="none")
+        assert cloud.xyz.stream == 0x7000
+        cloud.set_options()
+        assert cloud.xyz.stream is None
+        cai.configure(export_stream="report")
+        # A view keeps the options it was made with.
+        cloud.set_options(stream_none=True)
+        view = cloud.xyz
+        cloud.set_options()
+        assert view.stream is None and cloud.xyz.stream == 0x7000
     finally:
         cai.configure(**before)
 

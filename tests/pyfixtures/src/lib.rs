@@ -8,8 +8,28 @@ use std::mem::offset_of;
 
 use cai_core::{ArrayInterface, CudaArrayInterface, DeviceBuffer, Element, RawDeviceBuffer, Stream, StreamHandle};
 use cai_py::{Ix1, Ix2, IxDyn, PyCudaArrayRo, PyCudaArrayRw, PyHostArrayRo, PyHostArrayRw};
-use pyo3::exceptions::PyIndexError;
+use pyo3::exceptions::{PyIndexError, PyMemoryError, PyOverflowError};
 use pyo3::prelude::*;
+
+/// The product of `factors`, the size `what` of a fixture: an `OverflowError` when it
+/// does not fit (never a panic).
+fn product(what: &str, factors: &[usize]) -> PyResult<usize> {
+    factors.iter().try_fold(1usize, |n, &f| n.checked_mul(f)).ok_or_else(|| {
+        let shown: Vec<String> = factors.iter().map(usize::to_string).collect();
+        PyOverflowError::new_err(format!("{what}: {} does not fit usize", shown.join(" x ")))
+    })
+}
+
+/// `n` values `f(0)`, `f(1)`, ..., allocated fallibly: a `MemoryError` when they cannot
+/// be (never a panic or an abort).
+fn filled<T>(n: usize, f: impl FnMut(usize) -> T) -> PyResult<Vec<T>> {
+    let mut values = Vec::new();
+    values
+        .try_reserve_exact(n)
+        .map_err(|e| PyMemoryError::new_err(format!("cannot allocate {n} elements of a fixture: {e}")))?;
+    values.extend((0..n).map(f));
+    Ok(values)
+}
 
 /// A host matrix of f32 exported through `__array_interface__` (and DLPack).
 #[pyclass(weakref)]
@@ -26,8 +46,8 @@ struct HostMatrix {
 impl HostMatrix {
     /// A `rows` x `cols` matrix holding 0, 1, 2, ... in C order.
     #[new]
-    fn new(rows: usize, cols: usize) -> Self {
-        HostMatrix { data: (0..rows * cols).map(|i| i as f32).collect(), shape: [rows, cols] }
+    fn new(rows: usize, cols: usize) -> PyResult<Self> {
+        Ok(HostMatrix { data: filled(product("rows x cols", &[rows, cols])?, |i| i as f32)?, shape: [rows, cols] })
     }
 
     fn get(&self, i: usize, j: usize) -> PyResult<f32> {
@@ -90,13 +110,15 @@ struct AlignedVector {
 #[pymethods]
 impl AlignedVector {
     #[new]
-    fn new(n: usize) -> Self {
-        let mut storage = vec![0.0f32; n + 16];
+    fn new(n: usize) -> PyResult<Self> {
+        let padded =
+            n.checked_add(16).ok_or_else(|| PyOverflowError::new_err(format!("n: {n} + 16 does not fit usize")))?;
+        let mut storage = filled(padded, |_| 0.0f32)?;
         let offset = storage.as_ptr().align_offset(64);
         for (i, v) in storage[offset..offset + n].iter_mut().enumerate() {
             *v = i as f32;
         }
-        AlignedVector { data: Aligned { storage, offset, len: n } }
+        Ok(AlignedVector { data: Aligned { storage, offset, len: n } })
     }
 
     fn address(&self) -> usize {
@@ -144,16 +166,14 @@ struct Particles {
 #[pymethods]
 impl Particles {
     #[new]
-    fn new(n: usize) -> Self {
-        let items = (0..n)
-            .map(|i| Particle {
-                id: i as u16,
-                position: [i as f32, 0.5, -1.0],
-                mass: 2.0 * i as f64,
-                alive: i % 2 == 0,
-            })
-            .collect();
-        Particles { items }
+    fn new(n: usize) -> PyResult<Self> {
+        let items = filled(n, |i| Particle {
+            id: i as u16,
+            position: [i as f32, 0.5, -1.0],
+            mass: 2.0 * i as f64,
+            alive: i % 2 == 0,
+        })?;
+        Ok(Particles { items })
     }
 
     /// `(id, position, mass, alive)` of particle `i`, as Rust sees it.
@@ -227,8 +247,9 @@ struct HostCloud {
 #[pymethods]
 impl HostCloud {
     #[new]
-    fn new(n: usize) -> Self {
-        HostCloud { xyz: (0..3 * n).map(|i| i as f32).collect(), xyz_shape: [n, 3], ids: (0..n as u32).collect() }
+    fn new(n: usize) -> PyResult<Self> {
+        let xyz = filled(product("n x 3", &[n, 3])?, |i| i as f32)?;
+        Ok(HostCloud { xyz, xyz_shape: [n, 3], ids: filled(n, |i| i as u32)? })
     }
 }
 
@@ -377,7 +398,7 @@ impl MaskedDevice {
     }
 }
 
-/// A point cloud with two named device arrays.
+/// A point cloud with two named device arrays, and export options of its own.
 #[pyclass(weakref)]
 #[derive(CudaArrayInterface)]
 struct DeviceCloud {
@@ -391,20 +412,33 @@ struct DeviceCloud {
     rgb_shape: [usize; 2],
     #[cai(stream)]
     stream: Stream,
+    options: cai_py::ExportOptions,
 }
 
-#[cai_py::export(arrays(xyz, rgb))]
+#[cai_py::export(arrays(xyz, rgb), options = options)]
 #[pymethods]
 impl DeviceCloud {
     #[new]
-    fn new(address: usize, n: usize) -> Self {
-        DeviceCloud {
-            xyz: raw(address, 3 * n),
+    fn new(address: usize, n: usize) -> PyResult<Self> {
+        let len = product("n x 3", &[n, 3])?;
+        // The colours start 256 bytes past the positions' 12 bytes a point.
+        let rgb = product("n x 12", &[n, 12])?.checked_add(256).and_then(|gap| address.checked_add(gap)).ok_or_else(
+            || PyOverflowError::new_err(format!("address: {address:#x} + 12 x {n} + 256 does not fit usize")),
+        )?;
+        Ok(DeviceCloud {
+            xyz: raw(address, len),
             xyz_shape: [n, 3],
-            rgb: raw(address + 12 * n + 256, 3 * n),
+            rgb: raw(rgb, len),
             rgb_shape: [n, 3],
             stream: Stream::Handle(StreamHandle::new(0x7000).expect("a handle")),
-        }
+            options: cai_py::ExportOptions::default(),
+        })
+    }
+
+    /// Sets the cloud's own export options (None follows the process-wide setting).
+    #[pyo3(signature = (stream_none = None, version = None))]
+    fn set_options(&mut self, stream_none: Option<bool>, version: Option<u32>) {
+        self.options = cai_py::ExportOptions { stream_none, version };
     }
 }
 
@@ -435,7 +469,7 @@ impl CudarcBuffer {
         let _keep = cai_core::cuda::KeepCurrent::new();
         let own = ctx.new_stream().map_err(|e| driver_error(format!("{e:?}")))?;
         let side = ctx.new_stream().map_err(|e| driver_error(format!("{e:?}")))?;
-        let n = shape.iter().product();
+        let n = product("shape", &shape)?;
         let data = own.alloc_zeros::<f32>(n).map_err(|e| driver_error(format!("{e:?}")))?;
         own.synchronize().map_err(|e| driver_error(format!("{e:?}")))?;
         Ok(CudarcBuffer { data, shape, tracked: cai_core::cuda::TrackedStream::new(own).map_err(driver_error)?, side })
@@ -662,8 +696,8 @@ struct BenchMatrix {
 #[pymethods]
 impl BenchMatrix {
     #[new]
-    fn new(address: usize, rows: usize, cols: usize) -> Self {
-        BenchMatrix { data: raw(address, rows * cols), shape: [rows, cols] }
+    fn new(address: usize, rows: usize, cols: usize) -> PyResult<Self> {
+        Ok(BenchMatrix { data: raw(address, product("rows x cols", &[rows, cols])?), shape: [rows, cols] })
     }
 }
 
