@@ -22,12 +22,12 @@ use crate::typestr::{Kind, TypeStr};
 /// `Self` is exported writable, and a consumer may write any bytes into it.
 ///
 /// `#[derive(Element)]` writes a correct impl for `#[repr(C)]` records. It comes with
-/// cai-core's `derive` feature: `cai-core = { version = "0.1", features = ["derive"] }`.
+/// cai-core's `derive` feature: `cai-array-core = { version = "0.1", features = ["derive"] }`.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not an element type: add `#[derive(Clone, Copy, Element)]` and `#[repr(C)]` to a record struct, or use a primitive",
     label = "not an `Element`",
     note = "elements are `bool`, `i8` to `i64`, `u8` to `u64`, `f32`, `f64`, `half::f16` and `half::bf16` (feature `half`), `num_complex::Complex<f32>` and `Complex<f64>` (feature `num-complex`), and `#[derive(Element)]` records",
-    note = "the derives come with cai-core's `derive` feature: `cai-core = {{ version = \"0.1\", features = [\"derive\"] }}`"
+    note = "the derives come with the `derive` feature of cai-array-core (used as `cai_core`): `cai-array-core = {{ version = \"0.1\", features = [\"derive\"] }}`"
 )]
 pub unsafe trait Element: Copy + Send + Sync + 'static {
     /// The type string of one element.

@@ -11,7 +11,7 @@ use crate::error::Result;
 ///
 /// `#[derive(CudaArrayInterface)]` implements it for structs that hold device buffers;
 /// the Python layer turns the descriptor into the interface dict. The derive comes with
-/// cai-core's `derive` feature: `cai-core = { version = "0.1", features = ["derive"] }`.
+/// cai-core's `derive` feature: `cai-array-core = { version = "0.1", features = ["derive"] }`.
 ///
 /// The descriptor is read afresh on every access: the pointer may change after a
 /// reallocation and the stream after new work, so implementations must not cache it.
@@ -19,7 +19,7 @@ use crate::error::Result;
     message = "`{Self}` does not implement `CudaArrayInterface`: add `#[derive(CudaArrayInterface)]` to a struct of device buffers",
     label = "not a device array: needs `CudaArrayInterface`",
     note = "a struct of host memory (`Vec<T>`, `Box<[T]>`, arrays, slices) derives `ArrayInterface` instead, and `#[cai_py::export(host)]` exports it",
-    note = "the derives come with cai-core's `derive` feature: `cai-core = {{ version = \"0.1\", features = [\"derive\"] }}`"
+    note = "the derives come with the `derive` feature of cai-array-core (used as `cai_core`): `cai-array-core = {{ version = \"0.1\", features = [\"derive\"] }}`"
 )]
 pub trait CudaArrayInterface {
     /// Describes the array as it is now.
@@ -33,13 +33,13 @@ pub trait CudaArrayInterface {
 /// host container reach NumPy without a copy.
 ///
 /// `#[derive(ArrayInterface)]` implements it for structs that hold host buffers. The
-/// derive comes with cai-core's `derive` feature: `cai-core = { version = "0.1", features =
-/// ["derive"] }`.
+/// derive comes with cai-core's `derive` feature: `cai-array-core = { version = "0.1",
+/// features = ["derive"] }`.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` does not implement `ArrayInterface`: add `#[derive(ArrayInterface)]` to a struct of host memory",
     label = "not a host array: needs `ArrayInterface`",
     note = "a struct of device buffers derives `CudaArrayInterface` instead, and `#[cai_py::export]` (without `host`) exports it",
-    note = "the derives come with cai-core's `derive` feature: `cai-core = {{ version = \"0.1\", features = [\"derive\"] }}`"
+    note = "the derives come with the `derive` feature of cai-array-core (used as `cai_core`): `cai-array-core = {{ version = \"0.1\", features = [\"derive\"] }}`"
 )]
 pub trait ArrayInterface {
     /// Describes the array as it is now. Its `stream` must be [`Stream::None`](crate::Stream::None).

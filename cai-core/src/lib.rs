@@ -73,7 +73,7 @@
 //!   PyTorch exports it).
 //! - `num-complex` (default): [`Element`] for `num_complex::Complex<f32>` (`<c8`) and
 //!   `Complex<f64>` (`<c16`).
-//! - `derive`: the derive macros, `cai-core = { version = "0.1", features = ["derive"] }`.
+//! - `derive`: the derive macros, `cai-array-core = { version = "0.1", features = ["derive"] }`.
 //!   Without it, `#[derive(CudaArrayInterface)]` is "cannot find derive macro".
 //! - `cuda`: [`DeviceBuffer`] for cudarc 0.19's `CudaSlice`, `CudaView` and `CudaViewMut`,
 //!   and [`AsStream`] for its streams. cudarc is loaded dynamically and no CUDA version is

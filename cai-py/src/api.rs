@@ -252,6 +252,7 @@ pub fn as_cuda_array<'py>(
 }
 
 /// The same as `as_cuda_array`, from an interface dict; the view keeps `owner` alive.
+/// Without an `owner`, nothing keeps the memory alive: it must outlive the view.
 #[pyfunction]
 #[pyo3(
     signature = (desc, owner = None, *, sync = None, stream = None, policy = None, check_pointers = None, allow_other_device = None),
@@ -383,11 +384,12 @@ fn config_dict<'py>(py: Python<'py>, c: &Config) -> PyResult<Bound<'py, PyDict>>
     Ok(d)
 }
 
-/// Changes process-wide options of this module and returns them all as a dict. Options
+/// Changes the process-wide options and returns them all as a dict: one set, shared by
+/// every extension module built on cai-py while the `cai` package can be imported. Options
 /// left as None keep their value (initially from the environment: `CAI_IMPORT_SYNC`,
 /// `CAI_CHECK_POINTERS`, `CAI_EXPORT_STREAM`, `CAI_EXPORT_VERSION`).
 ///
-/// - `import_sync`: `'wait'`, `'synchronize'` or `'ignore'`.
+/// - `import_sync`: `'wait'` (or `'1'`), `'synchronize'` (or `'sync'`) or `'ignore'` (or `'0'`).
 /// - `check_pointers`: bool.
 /// - `export_stream`: `'report'` or `'none'` (always export `stream: None`).
 /// - `export_version`: 3, or 2 (no `stream` key).

@@ -97,7 +97,8 @@ impl Access for ReadWrite {
 
 /// A device array argument of element type `T` and dimensionality `D`, taken from any
 /// object that exports `__cuda_array_interface__` (a CuPy array, a torch tensor, a Numba
-/// device array, a `cai.CudaArray`, a derived `#[pyclass]`).
+/// device array, a `cai.CudaArray`, a derived `#[pyclass]`), or that offers CUDA memory
+/// through DLPack alone.
 ///
 /// Extraction reads the interface once, validates it by its version and checks the
 /// element type (the typestr must be `T`'s, in native byte order), the number of

@@ -6,7 +6,8 @@
 //!
 //! Derive the producer trait (cai-core's `derive` feature), then write
 //! `#[cai_py::export]` above the class's `#[pymethods]` block. It adds the
-//! `__cuda_array_interface__` property to the block, so no `multiple-pymethods` feature is
+//! `__cuda_array_interface__` property, `__dlpack__` and `__dlpack_device__` to the block
+//! (`__array_interface__` with `export(host)`), so no `multiple-pymethods` feature is
 //! needed (an empty `#[pymethods] impl Buffer {}` will do when the class has no methods):
 //!
 //! ```no_run
