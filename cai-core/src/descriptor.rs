@@ -278,10 +278,13 @@ impl Descriptor {
     /// packed records. The stride of an axis of length 1, and every stride of an empty
     /// array, is never stepped and may be anything, as NumPy has it (see
     /// [`Descriptor::stride_is_stepped`]).
+    #[inline]
     pub fn has_element_strides(&self) -> bool {
-        match (&self.strides, self.itemsize()) {
-            (None, _) | (_, 0) => true,
-            (Some(strides), itemsize) => strides
+        // C order (the common argument) is decided before the item size is looked at.
+        let Some(strides) = &self.strides else { return true };
+        match self.itemsize() {
+            0 => true,
+            itemsize => strides
                 .iter()
                 .enumerate()
                 .all(|(axis, s)| s.unsigned_abs() % itemsize == 0 || !self.stride_is_stepped(axis)),
