@@ -292,9 +292,10 @@ impl Descriptor {
     }
 
     /// Whether the stride of `axis` is ever stepped in reaching an element: not for an
-    /// axis of length 1 (its one index is 0), nor for any axis of an empty array.
+    /// axis of length 1 (its one index is 0), nor for any axis of an empty array. A stride
+    /// past the shape (a descriptor not validated) counts as stepped.
     pub fn stride_is_stepped(&self, axis: usize) -> bool {
-        self.shape.get(axis).is_some_and(|&n| n > 1) && !self.shape.contains(&0)
+        !matches!(self.shape.get(axis), Some(&n) if n <= 1) && !self.shape.contains(&0)
     }
 
     /// The bytes the array can reach, relative to [`data`](Descriptor::data), with every
@@ -579,7 +580,8 @@ mod tests {
         assert!(f4(&[3, 1]).stride_is_stepped(0));
         assert!(!f4(&[3, 1]).stride_is_stepped(1));
         assert!(!f4(&[3, 0]).stride_is_stepped(0));
-        assert!(!f4(&[3]).stride_is_stepped(1));
+        assert!(f4(&[3]).stride_is_stepped(1));
+        assert!(!f4(&[3]).with_strides([4, 6]).has_element_strides());
     }
 
     #[test]

@@ -281,6 +281,14 @@ mod snapshots {
     }
 
     #[test]
+    fn export_named_arrays_alone_with_options() {
+        // Options without `cuda`: they reach the named device arrays only.
+        let args = "arrays(xyz), options = export".parse().unwrap();
+        let item = "#[pymethods] impl Cloud {}".parse().unwrap();
+        snapshot("export_named_options", super::pyexport::expand(args, item));
+    }
+
+    #[test]
     fn errors_come_with_a_stub_impl() {
         let input = parse("#[cai(version = 9)] struct Bad { #[cai(data, shape)] a: Vec<f32> }");
         snapshot("errors", super::interface(input, super::Flavor::Host));

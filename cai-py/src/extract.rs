@@ -102,7 +102,8 @@ impl Access for ReadWrite {
 ///
 /// Extraction reads the interface once, validates it by its version and checks the
 /// element type (the typestr must be `T`'s, in native byte order), the number of
-/// dimensions, that strides are whole elements and, for [`ReadWrite`], that the array is
+/// dimensions, that the strides stepped are whole elements (that of an axis of length 1,
+/// or of an empty array, may be anything) and, for [`ReadWrite`], that the array is
 /// writable. As `cai.as_cuda_array` does with its defaults, the pointer is checked with the
 /// driver (`CAI_CHECK_POINTERS` applies). The argument holds the Python object, so the
 /// memory stays valid for the call.
@@ -583,7 +584,8 @@ impl<'py> Argument<'py> {
         }
     }
 
-    /// Strides in elements (validation checked that they are whole elements).
+    /// Strides in elements (extraction checked that those stepped are whole elements; one
+    /// never stepped is divided rounding toward zero).
     pub(crate) fn element_strides(&self) -> Vec<isize> {
         let size = isize::try_from(self.descriptor.itemsize()).unwrap_or(isize::MAX).max(1);
         self.strides().iter().map(|s| s / size).collect()
@@ -651,7 +653,8 @@ macro_rules! shared_accessors {
             self.argument.strides()
         }
 
-        /// Strides in elements of `T`.
+        /// Strides in elements of `T`. A stride never stepped (of an axis of length 1, or of
+        /// an empty array) need not be whole elements, and is divided rounding toward zero.
         pub fn element_strides(&self) -> Vec<isize> {
             self.argument.element_strides()
         }

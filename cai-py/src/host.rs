@@ -19,7 +19,7 @@ use crate::extract::{read, shared_accessors, Access, Argument, Dimension, IxDyn,
 ///
 /// Extraction makes the same checks, with the same messages, as [`PyCudaArray`]'s: the
 /// element type (the typestr must be `T`'s, in native byte order), the number of
-/// dimensions, strides in whole elements, writability for [`ReadWrite`], and no overlap
+/// dimensions, the strides stepped in whole elements, writability for [`ReadWrite`], and no overlap
 /// between the arrays of one call where either is read-write. The argument holds the
 /// Python object, so the memory stays valid for the call.
 ///
@@ -548,14 +548,32 @@ mod nd {
                 ))
                 .into());
             }
+            // An axis of one element is never stepped: stride 0, whatever the producer gave
+            // (a stride of any size, rounded to elements, as ndarray's own slicing does).
+            let mut flipped = Vec::new();
+            let mut strides = Vec::with_capacity(shape.len());
+            for (axis, (&n, &s)) in shape.iter().zip(&elements).enumerate() {
+                let s = if n == 1 { 0 } else { s };
+                if s == isize::MIN {
+                    // Its magnitude is no `isize`, which ndarray's strides must be (only a
+                    // pointer past 2**63 reaches an element so far below).
+                    return Err(Problem::value_error(format!(
+                        "{method}: stride {} of axis {axis} has no ndarray form (its magnitude exceeds isize)",
+                        self.strides()[axis]
+                    ))
+                    .into());
+                }
+                if s < 0 {
+                    flipped.push(axis);
+                }
+                strides.push(s.unsigned_abs());
+            }
             let dims: Vec<(usize, isize)> = shape.iter().copied().zip(self.strides().iter().copied()).collect();
             let low = lowest(d.data as *const u8, &dims).cast_mut();
             // Held before the values are read: another call may be writing them.
             self.hold(method, exclusive)?;
             valid_values::<T>(d.data as *const u8, &dims, method)?;
-            let flipped = (0..shape.len()).filter(|&i| elements[i] < 0).collect();
-            let strides = Some(elements.iter().map(|s| s.unsigned_abs()).collect());
-            Ok(Layout { low, shape, strides, flipped })
+            Ok(Layout { low, shape, strides: Some(strides), flipped })
         }
 
         /// The shape and strides as `ndarray` takes them.

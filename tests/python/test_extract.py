@@ -135,6 +135,10 @@ def test_writes_reach_the_producer_memory():
     with pytest.raises(BufferError):
         fx.fill_host_backed(host_backed(ro), 1.0)
     assert not ro.any()
+    # An empty view exports pointer 0: the fixture makes no slice of it.
+    empty = cai.as_cuda_array(host_backed(np.zeros(0, np.float32)), check_pointers=False)
+    assert empty.__cuda_array_interface__["data"] == (0, False)
+    fx.fill_host_backed(empty, 1.0)
 
 
 def test_integer_stream_is_synchronized_or_refused():

@@ -284,6 +284,22 @@ def test_ndarray_views_read_any_layout(make):
         assert fx.host_nd_rows(make(base.astype(np.int32))) == x.tolist()
 
 
+@pytest.mark.parametrize("stride", [6, -6, 2**62, -(2**62), 2**63 - 1, -(2**63), 0])
+def test_ndarray_views_ignore_the_stride_of_an_axis_of_one_element(stride):
+    # That stride is never stepped and may be anything; the view takes 0, as ndarray's own
+    # slicing does (-2**63, in elements of one byte, was a negative ndarray stride).
+    base = np.full(8, -1, dtype=np.int64)
+    p = Producer({"shape": (3, 1), "strides": (8, stride), "typestr": "<i8", "data": (address(base), False),
+                  "version": 3}, host=True)
+    fx.host_nd_number(p)
+    assert base.tolist() == [0, 1, 2, -1, -1, -1, -1, -1]
+    assert fx.host_nd_elements(p) == [0, 1, 2]
+    flags = np.array([1, 0], np.uint8)
+    q = Producer({"shape": (1,), "strides": (stride,), "typestr": "|b1", "data": (address(flags), False),
+                  "version": 3}, host=True)
+    assert fx.host_nd_first_bool(q) is True
+
+
 @pytest.mark.parametrize("index", [np.s_[::-1], np.s_[:, ::-2], np.s_[1:, 1:5]], ids=["reversed", "step", "inner"])
 def test_ndarray_mutable_views_write_in_place(index):
     base = np.full((4, 6), -1, dtype=np.int64)

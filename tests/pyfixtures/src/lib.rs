@@ -676,6 +676,10 @@ fn fill_host_backed(mut x: PyCudaArrayRw<'_, f32, Ix1>, value: f32) -> PyResult<
     }
     let n = x.len();
     let ptr = x.as_mut_ptr()?;
+    if n == 0 {
+        // An empty array's pointer may be null (views export 0), which no slice may have.
+        return Ok(());
+    }
     // SAFETY: the tests pass a producer wrapping a live, writable NumPy array of `n`
     // contiguous f32s, kept alive by `x` for the duration of this call.
     unsafe { std::slice::from_raw_parts_mut(ptr, n) }.fill(value);
