@@ -13,7 +13,7 @@
 //! - Strides count elements.
 
 use std::ffi::{c_void, CStr};
-use std::mem::MaybeUninit;
+use std::mem::{ManuallyDrop, MaybeUninit};
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::OnceLock;
@@ -341,8 +341,9 @@ struct Export<M> {
     /// first `2 * ndim` are written.
     inline: [MaybeUninit<i64>; 2 * EXPORT_INLINE_DIMS],
     spilled: Option<Box<[i64]>>,
-    /// A strong reference, released by [`delete`].
-    owner: ptr::NonNull<ffi::PyObject>,
+    /// A strong reference, released by [`delete`] (and visited by the collector through
+    /// the [`DLPackTensor`] of this module that took the export, if one did).
+    owner: ManuallyDrop<Py<PyAny>>,
     _copy: Option<Copied>,
 }
 
@@ -446,7 +447,8 @@ unsafe extern "C" fn delete<M: Managed>(tensor: *mut M) {
         // not read again. The shape and a copy's memory are freed without the
         // interpreter; moving the export out to drop it would copy its few hundred bytes.
         unsafe {
-            let owner = (*export).owner;
+            let owner = ManuallyDrop::take(&mut (*export).owner).into_ptr();
+            let owner = ptr::NonNull::new_unchecked(owner);
             ptr::drop_in_place(ptr::addr_of_mut!((*export).spilled));
             ptr::drop_in_place(ptr::addr_of_mut!((*export)._copy));
             release(tensor.cast(), owner);
@@ -607,9 +609,8 @@ fn boxed<M: Managed>(managed: M, layout: &Layout, owner: Py<PyAny>, copy: Option
                 dims
             }
         };
-        // A `Py` is never null; the export owns the reference from here, and `delete`
-        // releases it.
-        ptr::addr_of_mut!((*p).owner).write(ptr::NonNull::new_unchecked(owner.into_ptr()));
+        // The export owns the reference from here, and `delete` releases it.
+        ptr::addr_of_mut!((*p).owner).write(ManuallyDrop::new(owner));
         ptr::addr_of_mut!((*p)._copy).write(copy);
         let tensor = (*p).managed.tensor();
         tensor.shape = dims;
@@ -749,6 +750,11 @@ enum Taken {
 
 /// The owner of an imported DLPack tensor, kept alive by the views of it; the producer's
 /// deleter runs once, when the last view goes.
+///
+/// A tensor of this module's own export holds its exporting object, which the collector
+/// is shown (`__traverse__`), so that a cycle through the export is freed: an object that
+/// keeps `cai.from_dlpack` of a view of itself. Another producer's tensor holds what the
+/// collector cannot see, as through NumPy's own exports.
 #[pyclass(frozen, module = "cai", name = "DLPackTensor")]
 pub struct DLPackTensor {
     taken: Taken,
@@ -811,6 +817,38 @@ impl DLPackTensor {
 
     fn __reduce__(&self) -> PyResult<()> {
         Err(crate::error::not_picklable("cai.DLPackTensor"))
+    }
+
+    fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        // SAFETY: the tensor is alive as long as `self` (its deleter has not run).
+        let owner = unsafe {
+            match self.taken {
+                Taken::Legacy(t) => own_export_owner(t),
+                Taken::Versioned(t) => own_export_owner(t),
+            }
+        };
+        match owner {
+            Some(owner) => visit.call(owner),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The exporting object of `tensor` when it is one of this module's own exports (its
+/// deleter is this module's [`delete`], so it heads an [`Export`]); `None` for any other
+/// producer's tensor. Reads two fields, runs nothing (a collection's traversal calls it).
+///
+/// # Safety
+///
+/// `tensor` is null or a live managed tensor, alive for `'a`.
+unsafe fn own_export_owner<'a, M: Managed>(tensor: *mut M) -> Option<&'a Py<PyAny>> {
+    // SAFETY: as the caller promises; a tensor whose deleter is `delete::<M>` was written
+    // by `boxed::<M>` as the first field of an `Export<M>`, whose owner lives until that
+    // deleter runs.
+    unsafe {
+        let deleter = tensor.as_ref()?.deleter()?;
+        let ours: unsafe extern "C" fn(*mut M) = delete::<M>;
+        std::ptr::fn_addr_eq(deleter, ours).then(|| &*(*tensor.cast::<Export<M>>()).owner)
     }
 }
 

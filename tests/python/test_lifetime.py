@@ -58,6 +58,57 @@ def test_reference_cycle_through_a_view_is_collected():
     assert ref() is None
 
 
+def referents(obj):
+    """What the collector is shown `obj` holds, its class aside."""
+    return [r for r in gc.get_referents(obj) if r is not type(obj)]
+
+
+class LegacyOf:
+    """A producer from before DLPack 1.0 (legacy capsules only), exporting `array`'s."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, stream=None):
+        return self.array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+@pytest.mark.parametrize("versioned", [True, False], ids=["versioned", "legacy"])
+def test_a_cycle_through_a_dlpack_export_of_cais_own_is_collected(versioned):
+    # The object keeps cai.from_dlpack of a view of itself: the view's export holds the
+    # view, the imported tensor holds the export, and the collector is shown that link.
+    base = np.arange(8.0)
+
+    class Holder:
+        pass
+
+    refs = []
+    for _ in range(50):
+        h = Holder()
+        h.__array_interface__ = base.__array_interface__
+        view = cai.as_array(h)
+        h.back = cai.from_dlpack(view) if versioned else cai.from_dlpack(LegacyOf(view))
+        assert referents(h.back.owner) == [view]
+        refs.append(weakref.ref(h))
+        del h, view
+    gc.collect()
+    assert sum(r() is not None for r in refs) == 0
+    np.testing.assert_array_equal(base, np.arange(8.0))
+
+
+def test_a_tensor_of_another_producer_shows_the_collector_nothing():
+    # NumPy's export holds its array where no collector looks: the tensor visits nothing
+    # (a wrong visit would free what is still held).
+    arr = np.arange(4.0)
+    t = cai.from_dlpack(arr)
+    gc.collect()
+    assert referents(t.owner) == []
+    assert np.asarray(t).tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
 def test_mask_is_kept_alive():
     mask = Producer(cai_dict(typestr="|b1"))
     ref = weakref.ref(mask)
