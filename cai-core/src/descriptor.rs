@@ -293,7 +293,8 @@ impl Descriptor {
 
     /// Whether the stride of `axis` is ever stepped in reaching an element: not for an
     /// axis of length 1 (its one index is 0), nor for any axis of an empty array. A stride
-    /// past the shape (a descriptor not validated) counts as stepped.
+    /// past the shape (a descriptor not validated) counts as stepped, unless the array is
+    /// empty.
     pub fn stride_is_stepped(&self, axis: usize) -> bool {
         !matches!(self.shape.get(axis), Some(&n) if n <= 1) && !self.shape.contains(&0)
     }

@@ -751,10 +751,11 @@ enum Taken {
 /// The owner of an imported DLPack tensor, kept alive by the views of it; the producer's
 /// deleter runs once, when the last view goes.
 ///
-/// A tensor of this module's own export holds its exporting object, which the collector
-/// is shown (`__traverse__`), so that a cycle through the export is freed: an object that
-/// keeps `cai.from_dlpack` of a view of itself. Another producer's tensor holds what the
-/// collector cannot see, as through NumPy's own exports.
+/// A tensor exported by this extension module holds its exporting object, which the
+/// collector is shown (`__traverse__`), so that a cycle through the export is freed: an
+/// object that keeps `cai.from_dlpack` of a view of itself. Another producer's tensor
+/// (another module's built on cai-py included) holds what the collector cannot see, as
+/// through NumPy's own exports: such a cycle stays, and nothing is freed early.
 #[pyclass(frozen, module = "cai", name = "DLPackTensor")]
 pub struct DLPackTensor {
     taken: Taken,
@@ -769,7 +770,9 @@ impl std::fmt::Debug for DLPackTensor {
 // SAFETY: the tensor is a pointer the producer gave away with the capsule; DLPack lets
 // its deleter run on any thread, and nothing else touches it through this object.
 unsafe impl Send for DLPackTensor {}
-// SAFETY: as above; shared access reads nothing through the pointer.
+// SAFETY: as above; shared access reads only fields a producer does not change once it
+// has exported the tensor (its flags; the deleter and an export's owner, in
+// `__traverse__`), always with the GIL held.
 unsafe impl Sync for DLPackTensor {}
 
 impl Drop for DLPackTensor {
@@ -820,23 +823,35 @@ impl DLPackTensor {
     }
 
     fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
-        // SAFETY: the tensor is alive as long as `self` (its deleter has not run).
-        let owner = unsafe {
-            match self.taken {
-                Taken::Legacy(t) => own_export_owner(t),
-                Taken::Versioned(t) => own_export_owner(t),
-            }
-        };
-        match owner {
+        match self.own_export_owner() {
             Some(owner) => visit.call(owner),
             None => Ok(()),
         }
     }
 }
 
-/// The exporting object of `tensor` when it is one of this module's own exports (its
-/// deleter is this module's [`delete`], so it heads an [`Export`]); `None` for any other
-/// producer's tensor. Reads two fields, runs nothing (a collection's traversal calls it).
+impl DLPackTensor {
+    /// The exporting object of the tensor when it is one of this extension module's own
+    /// exports (its deleter is this module's [`delete`], so it heads an [`Export`]); `None`
+    /// for any other producer's tensor, another module's built on cai-py included. Reads
+    /// two fields and runs nothing: a collection's traversal calls it.
+    ///
+    /// Sound because the tensor outlives every traversal: `taken` never changes (the class
+    /// is frozen) and the deleter runs only in `Drop`, after pyo3's deallocation has taken
+    /// the object out of the collector's reach. A method that ran the deleter earlier (a
+    /// `close()`, a `__clear__`) would have to stop this first.
+    fn own_export_owner(&self) -> Option<&Py<PyAny>> {
+        // SAFETY: the tensor is alive as long as `self` (above).
+        unsafe {
+            match self.taken {
+                Taken::Legacy(t) => own_export_owner(t),
+                Taken::Versioned(t) => own_export_owner(t),
+            }
+        }
+    }
+}
+
+/// [`DLPackTensor::own_export_owner`] of a tensor of either kind.
 ///
 /// # Safety
 ///

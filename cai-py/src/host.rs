@@ -555,8 +555,8 @@ mod nd {
             for (axis, (&n, &s)) in shape.iter().zip(&elements).enumerate() {
                 let s = if n == 1 { 0 } else { s };
                 if s == isize::MIN {
-                    // Its magnitude is no `isize`, which ndarray's strides must be (only a
-                    // pointer past 2**63 reaches an element so far below).
+                    // Its magnitude is no `isize`, which ndarray's strides must be. A guard:
+                    // validation refuses the extent of such an axis of several elements.
                     return Err(Problem::value_error(format!(
                         "{method}: stride {} of axis {axis} has no ndarray form (its magnitude exceeds isize)",
                         self.strides()[axis]
