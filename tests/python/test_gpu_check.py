@@ -90,8 +90,11 @@ def test_every_step_ends_by_the_deadline_and_a_test_that_hangs_is_counted(tmp_pa
         "class cuda:\n    class runtime:\n        getDeviceCount = staticmethod(lambda: 1)\n"
         "        driverGetVersion = runtimeGetVersion = staticmethod(lambda: 13000)\n"
     )
-    # A JAX that imports at once (the budget is for the steps below).
+    # A JAX that imports at once, and no torch, Numba or cuda.core (the budget is for the
+    # steps below; on a GPU machine the real ones take seconds to import).
     (tmp_path / "stand_in" / "jax.py").write_text("def devices():\n    return []\n")
+    for peer in ("torch", "numba", "cuda"):
+        (tmp_path / "stand_in" / f"{peer}.py").write_text("raise ImportError('a stand-in: not this test')\n")
     bins = tmp_path / ".gpu-check" / "bin"
     bins.mkdir()
     (bins / "a_broken").write_text("#!/bin/sh\necho 'cannot start' >&2\nexit 1\n")
@@ -130,6 +133,12 @@ def wheel(folder, name, module):
         z.writestr(f"{name}-0.dist-info/RECORD", "")
 
 
+def bare(env, python):
+    """`env` for a run with the bare Python `python`: without the PYTHONPATH of the run of
+    this suite, whose packages (pytest among them) the bare Python must not see."""
+    return {**{k: v for k, v in env.items() if k != "PYTHONPATH"}, "PYTHON": str(python)}
+
+
 def test_run_installs_the_test_tools_a_python_without_pip_lacks(tmp_path):
     # The GPU machine's Python may have neither pip (a venv made by uv) nor pytest: the
     # build's wheels are unpacked, the tools from the build's pure-Python wheels. (The run
@@ -144,7 +153,7 @@ def test_run_installs_the_test_tools_a_python_without_pip_lacks(tmp_path):
         wheel(tmp_path / ".gpu-check" / "pywheels", tool, module)
     r = subprocess.run(
         ["bash", "scripts/gpu-check", "run", "out"], cwd=tmp_path, capture_output=True, text=True,
-        env=dict(env, PYTHON=str(python)), timeout=120,
+        env=bare(env, python), timeout=120,
     )
     assert r.returncode == 1
     assert "installing what this Python lacks: pytest-0-py3-none-any.whl" in r.stdout, r.stdout
@@ -164,7 +173,7 @@ def test_run_names_a_missing_test_tool_without_a_wheel(tmp_path):
     wheel(tmp_path / ".gpu-check" / "wheels", "cai_stand_in", "cai_stand_in")
     r = subprocess.run(
         ["bash", "scripts/gpu-check", "run", "out"], cwd=tmp_path, capture_output=True, text=True,
-        env=dict(env, PYTHON=str(tmp_path / "py" / "bin" / "python")), timeout=120,
+        env=bare(env, tmp_path / "py" / "bin" / "python"), timeout=120,
     )
     assert r.returncode == 1
     assert "gpu-check FAILED: pytest does not import and .gpu-check/pywheels has no wheel of it" in r.stdout, r.stdout
