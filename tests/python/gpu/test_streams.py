@@ -55,6 +55,48 @@ def test_the_producer_work_after_a_rust_function_waits_for_the_function_stream()
         assert got == float(trial), f"trial {trial}: read {got}: the Rust function's pending work ran after the producer's"
 
 
+def test_the_producer_work_after_a_rust_function_waits_for_a_stream_it_named_by_handle():
+    """The other half again, for a stream the function names by its handle (a `Stream`
+    value: a CuPy stream's pointer), 20 trials: 20 memsets left pending on that stream by
+    the function's body must land before the producer's next write on its own stream."""
+    cupy = pytest.importorskip("cupy")
+    buf = fx.CudarcBuffer([N])
+    ptr = buf.__cuda_array_interface__["data"][0]
+    consumer = cupy.cuda.Stream(non_blocking=True)
+
+    def pending():
+        for _ in range(20):
+            cupy.cuda.runtime.memsetAsync(ptr, 0xFF, N * 4, consumer.ptr)  # f32 NaN
+
+    for trial in range(20):
+        fx.order_on_streams(buf, [consumer.ptr], pending)
+        buf.fill(float(trial))
+        cupy.cuda.runtime.deviceSynchronize()
+        got = last_value(cupy, ptr, 0)
+        assert got == float(trial), f"trial {trial}: read {got}: the function's pending work ran after the producer's"
+
+
+def test_a_function_ordering_on_a_capturing_stream_leaves_the_capture_valid():
+    """A function orders an idle producer before a stream that captures a graph (the host
+    waits once, at capture time) and hands the memory back as the argument goes: neither
+    joins nor invalidates the capture, and no failure reaches sys.unraisablehook."""
+    cupy = pytest.importorskip("cupy")
+    buf = fx.CudarcBuffer([1 << 16])
+    buf.fill(3.0)
+    s = cupy.cuda.Stream(non_blocking=True)
+    out = cupy.zeros(1 << 16, cupy.float32)
+    with s:
+        s.begin_capture()
+        try:
+            fx.order_on_streams(buf, [s.ptr], lambda: None)
+            out += 1.0  # captured, not run
+        finally:
+            graph = s.end_capture()
+    graph.launch(stream=s)
+    s.synchronize()
+    assert float(out.min()) == 1.0 == float(out.max())
+
+
 def test_extractor_ordering_errors_name_the_process_wide_opt_outs():
     cupy = pytest.importorskip("cupy")
     s = cupy.cuda.Stream(non_blocking=True)
