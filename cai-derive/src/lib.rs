@@ -1,9 +1,9 @@
 //! Derive macros for cai-core, and the attribute `#[cai_py::export]` for cai-py.
 //!
 //! Use the derives through cai-core's `derive` feature (`cai-array-core = { version =
-//! "0.1", features = ["derive"] }`, used as `cai_core`), which re-exports each under its trait's name, as in
-//! `use cai_core::{ArrayInterface, CudaArrayInterface, Element};`; cai-core's
-//! documentation of those re-exports has compiled examples. Use `export` as
+//! "0.1", features = ["derive"] }`, used as `cai_core`), which re-exports each under its
+//! trait's name, as in `use cai_core::{ArrayInterface, CudaArrayInterface, Element};`;
+//! cai-core's documentation of those re-exports has compiled examples. Use `export` as
 //! `#[cai_py::export]`, re-exported by cai-py.
 //!
 //! Each macro documents its own grammar. Parsing (`attr`, `ast`), rules (`check`) and code

@@ -19,9 +19,9 @@ use crate::extract::{read, shared_accessors, Access, Argument, Dimension, IxDyn,
 ///
 /// Extraction makes the same checks, with the same messages, as [`PyCudaArray`]'s: the
 /// element type (the typestr must be `T`'s, in native byte order), the number of
-/// dimensions, the strides stepped in whole elements, writability for [`ReadWrite`], and no overlap
-/// between the arrays of one call where either is read-write. The argument holds the
-/// Python object, so the memory stays valid for the call.
+/// dimensions, the strides stepped in whole elements, writability for [`ReadWrite`], and
+/// no overlap between the arrays of one call where either is read-write. The argument
+/// holds the Python object, so the memory stays valid for the call.
 ///
 /// Read the elements with [`as_slice`](Self::as_slice) /
 /// [`as_slice_mut`](Self::as_slice_mut) (C-contiguous arrays) or, with the `ndarray`

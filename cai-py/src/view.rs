@@ -371,8 +371,9 @@ macro_rules! view_class {
                 // this class: CPython's method descriptor checks that before it calls.
                 let slf = unsafe { Borrowed::from_ptr(py, slf).cast_unchecked::<$ty>() };
                 let mut arguments = [None; 4];
+                let method = concat!($name, ".__dlpack__");
                 // SAFETY: as the caller promises.
-                unsafe { crate::dlpack::fastcall_arguments(py, concat!($name, ".__dlpack__"), args, nargs, kwnames, &mut arguments) }?;
+                unsafe { crate::dlpack::fastcall_arguments(py, method, args, nargs, kwnames, &mut arguments) }?;
                 let [stream, max_version, dl_device, copy] = arguments;
                 let core = &slf.get().core;
                 let wanted = crate::dlpack::Request {
