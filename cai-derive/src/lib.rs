@@ -64,7 +64,9 @@ use crate::ctxt::Ctxt;
 ///   control over the process-wide export options (`cai.configure`, `CAI_EXPORT_STREAM`,
 ///   `CAI_EXPORT_VERSION`). Its `None` fields follow the process-wide ones;
 ///   `stream_none: Some(true)` exports `stream: None`, `version: Some(2)` exports version 2
-///   without a stream. The named device arrays' views take them when they are made.
+///   without a stream. The named device arrays' views take them when they are made (a view
+///   re-exports version 3 whatever it was made under, with `stream: None` under version
+///   2; its `version` attribute reads 2).
 ///   Needs `cuda` or `arrays(...)`. `field` is a field name, or an index for a tuple
 ///   struct.
 ///

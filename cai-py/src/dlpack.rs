@@ -772,7 +772,7 @@ impl std::fmt::Debug for DLPackTensor {
 unsafe impl Send for DLPackTensor {}
 // SAFETY: as above; shared access reads only fields a producer does not change once it
 // has exported the tensor (its flags; the deleter and an export's owner, in
-// `__traverse__`), always with the GIL held.
+// `__traverse__`), with the GIL held or during a collection.
 unsafe impl Sync for DLPackTensor {}
 
 impl Drop for DLPackTensor {
@@ -834,7 +834,10 @@ impl DLPackTensor {
     /// The exporting object of the tensor when it is one of this extension module's own
     /// exports (its deleter is this module's [`delete`], so it heads an [`Export`]); `None`
     /// for any other producer's tensor, another module's built on cai-py included. Reads
-    /// two fields and runs nothing: a collection's traversal calls it.
+    /// two fields and runs nothing: a collection's traversal calls it. Recognized by the
+    /// deleter's address: a miss (Rust promises no single address per function) only
+    /// leaves a cycle uncollected; a false match would need another function at the
+    /// address of `delete`, whose code is that of no other.
     ///
     /// Sound because the tensor outlives every traversal: `taken` never changes (the class
     /// is frozen) and the deleter runs only in `Drop`, after pyo3's deallocation has taken

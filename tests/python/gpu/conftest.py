@@ -32,8 +32,9 @@ GPUS = device_count()
 def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs a CUDA GPU and CuPy (none found here); run scripts/gpu-check where one is")
     # A failure cai reports to sys.unraisablehook (the extractors' hand-back of the
-    # memory to the producer's stream, as an argument goes) fails the test that caused
-    # it: pytest would only warn.
+    # memory to the producer's stream, as an argument goes) fails the test: pytest would
+    # only warn. So does any other unraisable exception, a peer library's included,
+    # charged to the test during which it is reported.
     unraisable = pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
     here = pathlib.Path(__file__).parent
     for item in items:

@@ -77,14 +77,20 @@ def test_the_producer_work_after_a_rust_function_waits_for_a_stream_it_named_by_
 
 
 def test_a_function_ordering_on_a_capturing_stream_leaves_the_capture_valid():
-    """A function orders an idle producer before a stream that captures a graph (the host
-    waits once, at capture time) and hands the memory back as the argument goes: neither
-    joins nor invalidates the capture, and no failure reaches sys.unraisablehook."""
+    """A function orders a busy producer before a stream that captures a graph (the host
+    waits for the producer once, at capture time) and hands the memory back as the
+    argument goes: neither joins nor invalidates the capture, and no failure reaches
+    sys.unraisablehook."""
     cupy = pytest.importorskip("cupy")
-    buf = fx.CudarcBuffer([1 << 16])
-    buf.fill(3.0)
+    buf = fx.CudarcBuffer([N])
     s = cupy.cuda.Stream(non_blocking=True)
     out = cupy.zeros(1 << 16, cupy.float32)
+    # Compile and load the kernel before the capture (drivers before CUDA 12.3 refuse a
+    # load while a capture is under way), and let the zeros land.
+    out += 1.0
+    out -= 1.0
+    cupy.cuda.runtime.deviceSynchronize()
+    buf.fill(3.0, repeat=100)
     with s:
         s.begin_capture()
         try:
