@@ -26,6 +26,19 @@ class Producer:
         return self.desc
 
 
+class Legacy:
+    """A producer from before DLPack 1.0: no max_version, legacy capsules of `arr`'s only."""
+
+    def __init__(self, arr):
+        self.arr = arr
+
+    def __dlpack__(self, stream=None):
+        return self.arr.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.arr.__dlpack_device__()
+
+
 class OnlyDLPack:
     """Offers an array through DLPack alone."""
 

@@ -15,7 +15,7 @@ import pytest
 
 import cai
 import cai_fixtures as fx
-from producers import Producer, cai_dict
+from producers import Legacy, Producer, cai_dict
 
 PTR = 0x7F00_0000_0000
 
@@ -724,19 +724,6 @@ def test_a_device_that_is_no_device_ordinal_is_refused_naming_it(device):
     p = HandMade(np.zeros(4, np.float32), (4,), device=device)
     with pytest.raises(ValueError, match=re.escape(f"__dlpack_device__: returned {device}")):
         cai.from_dlpack(p)
-
-
-class Legacy:
-    """A producer from before DLPack 1.0: no max_version, legacy capsules only."""
-
-    def __init__(self, arr):
-        self.arr = arr
-
-    def __dlpack__(self, stream=None):
-        return self.arr.__dlpack__()
-
-    def __dlpack_device__(self):
-        return self.arr.__dlpack_device__()
 
 
 def test_a_legacy_capsule_is_read_only_as_numpy_reads_it():

@@ -8,7 +8,7 @@ import pytest
 
 import cai
 import cai_fixtures as fx
-from producers import Producer, cai_dict, host_backed
+from producers import Legacy, Producer, cai_dict, host_backed
 
 
 def test_cuda_view_keeps_owner_alive():
@@ -63,19 +63,6 @@ def referents(obj):
     return [r for r in gc.get_referents(obj) if r is not type(obj)]
 
 
-class LegacyOf:
-    """A producer from before DLPack 1.0 (legacy capsules only), exporting `array`'s."""
-
-    def __init__(self, array):
-        self.array = array
-
-    def __dlpack__(self, stream=None):
-        return self.array.__dlpack__()
-
-    def __dlpack_device__(self):
-        return self.array.__dlpack_device__()
-
-
 @pytest.mark.parametrize("versioned", [True, False], ids=["versioned", "legacy"])
 def test_a_cycle_through_a_dlpack_export_of_cais_own_is_collected(versioned):
     # The object keeps cai.from_dlpack of a view of itself: the view's export holds the
@@ -90,7 +77,7 @@ def test_a_cycle_through_a_dlpack_export_of_cais_own_is_collected(versioned):
         h = Holder()
         h.__array_interface__ = base.__array_interface__
         view = cai.as_array(h)
-        h.back = cai.from_dlpack(view) if versioned else cai.from_dlpack(LegacyOf(view))
+        h.back = cai.from_dlpack(view) if versioned else cai.from_dlpack(Legacy(view))
         assert referents(h.back.owner) == [view]
         refs.append(weakref.ref(h))
         del h, view
