@@ -412,8 +412,11 @@ unsafe fn call_deleter<M: Managed>(tensor: *mut M) {
 /// Frees an export's memory and releases its strong reference to its exporting object. A
 /// consumer may call the deleter from a thread that does not hold the GIL, so it is taken,
 /// as NumPy's deleter takes it (when the thread holds it already, that is a check of a
-/// thread-local). Once the interpreter is finalized no Python code may run and its
-/// allocator is gone: the memory and the reference are left.
+/// thread-local). From the start of finalization (`Py_IsInitialized` is 0 once the
+/// `atexit` handlers have run, while modules are still torn down and `__del__`s run) the
+/// memory and the reference are left, as NumPy's deleter leaves them: no check in the
+/// stable ABI tells a deleter whether the interpreter can still free them (the thread
+/// state checks pass even once it is gone), and a leak at exit is the safe side.
 ///
 /// # Safety
 ///

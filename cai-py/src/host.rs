@@ -77,19 +77,24 @@ impl<T: Element, D: Dimension, A: Access> Drop for PyHostArray<'_, T, D, A> {
 /// Every extension module built on cai-py links its own copy of this code, and a slice
 /// taken by one module must be seen by the others: the registry's two operations are a
 /// `#[repr(C)]` table, which the first module to take a slice publishes as a capsule in
-/// `sys` (`sys._cai_slices_v1`), and which every module then uses. (rust-numpy shares its
-/// borrow table between modules the same way.)
+/// the interpreter's state dict (`PyInterpreterState_GetDict`, under `'cai.slices_v1'`),
+/// and which every module then uses. Python code cannot reach that dict (it is untracked
+/// by the collector too, holding no container), so it cannot split the modules between
+/// two tables, which a table published in `sys` allowed (`del sys.<name>` before another
+/// module's first slice gave two `&mut` slices of the same bytes).
 mod slices {
     use std::ffi::{c_void, CStr};
     use std::ops::Range;
     use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
-    use pyo3::{ffi, PyErr, PyResult, Python};
+    use pyo3::exceptions::{PyBufferError, PyMemoryError};
+    use pyo3::types::{PyAnyMethods, PyTypeMethods};
+    use pyo3::{ffi, Bound, PyErr, PyResult, Python};
 
     use crate::holds::Holds;
 
     /// The registry's operations, as every module sees them. `layout` comes first and says
-    /// what follows; a table of another layout (another cai-py's) is not used.
+    /// what follows: a later layout only adds fields after these.
     #[repr(C)]
     struct Table {
         layout: u32,
@@ -106,8 +111,8 @@ mod slices {
     }
 
     const LAYOUT: u32 = 1;
+    /// The capsule's name, and its key in the interpreter's state dict.
     const CAPSULE: &CStr = c"cai.slices_v1";
-    const ATTRIBUTE: &CStr = c"_cai_slices_v1";
 
     static HELD: Mutex<Holds<()>> = Mutex::new(Holds::new());
     static OWN: Table = Table { layout: LAYOUT, take: own_take, give_back: own_give_back };
@@ -143,9 +148,9 @@ mod slices {
         held().give_back(id);
     }
 
-    /// The table every module uses: the one published in `sys`, or this module's, which
-    /// it then publishes. No Python code runs here (a capsule and a `sys` lookup run
-    /// none), so the choice is made once, under the GIL, for good.
+    /// The table every module uses: the one published in the interpreter's state dict, or
+    /// this module's, which it then publishes. No Python code runs here (the dict holds
+    /// str keys; a capsule runs none), so the choice is made once, under the GIL, for good.
     fn table(py: Python<'_>) -> PyResult<&'static Table> {
         match CHOSEN.get() {
             Some(&table) => Ok(table),
@@ -155,35 +160,52 @@ mod slices {
 
     #[cold]
     fn choose(py: Python<'_>) -> PyResult<&'static Table> {
-        // SAFETY: the GIL is held (the callers hold an argument). `PySys_GetObject`
-        // returns a borrowed reference or null, setting no exception. A capsule of our
-        // name points at a `Table`, a static of a module that stays loaded for the life of
-        // the process, whose first field is read before anything else.
+        let no_memory = || PyErr::take(py).unwrap_or_else(|| PyMemoryError::new_err("no memory for the slice table"));
+        // SAFETY: the GIL is held (the callers hold an argument). The state dict is
+        // borrowed from the interpreter, which outlives this call; the key is a new
+        // reference, released below; `PyDict_GetItemWithError` returns a borrowed reference
+        // or null (with an exception on failure). A capsule of our name points at a `Table`,
+        // a static of a module that stays loaded for the life of the process, whose first
+        // field is read before anything else.
         let chosen: &'static Table = unsafe {
-            let found = ffi::PySys_GetObject(ATTRIBUTE.as_ptr());
-            if found.is_null() {
-                let own = std::ptr::addr_of!(OWN).cast_mut().cast::<c_void>();
-                let capsule = ffi::PyCapsule_New(own, CAPSULE.as_ptr(), None);
-                if capsule.is_null() {
-                    return Err(PyErr::fetch(py));
+            let dict = ffi::PyInterpreterState_GetDict(ffi::PyInterpreterState_Get());
+            if dict.is_null() {
+                return Err(no_memory());
+            }
+            let key =
+                Bound::from_owned_ptr_or_opt(py, ffi::PyUnicode_FromString(CAPSULE.as_ptr())).ok_or_else(no_memory)?;
+            let found = ffi::PyDict_GetItemWithError(dict, key.as_ptr());
+            if !found.is_null() {
+                if ffi::PyCapsule_IsValid(found, CAPSULE.as_ptr()) != 1 {
+                    // Held: naming its type may run code (a metaclass's `__name__`).
+                    let found = Bound::<pyo3::PyAny>::from_borrowed_ptr(py, found);
+                    return Err(PyBufferError::new_err(format!(
+                        "the interpreter's slice table '{}' is a {}, not cai-py's capsule (put there by other C code); \
+                         slices cannot be checked against other modules'",
+                        CAPSULE.to_string_lossy(),
+                        found.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                    )));
                 }
-                let set = ffi::PySys_SetObject(ATTRIBUTE.as_ptr(), capsule);
-                ffi::Py_DecRef(capsule);
-                if set != 0 {
-                    return Err(PyErr::fetch(py));
-                }
-                &OWN
-            } else if ffi::PyCapsule_IsValid(found, CAPSULE.as_ptr()) == 1 {
                 let table = ffi::PyCapsule_GetPointer(found, CAPSULE.as_ptr()).cast::<Table>();
-                // The layout alone is read before the table is known to be one of ours.
-                if std::ptr::addr_of!((*table).layout).read() == LAYOUT {
-                    &*table
-                } else {
-                    &OWN
+                let layout = std::ptr::addr_of!((*table).layout).read();
+                if layout < LAYOUT {
+                    return Err(PyBufferError::new_err(format!(
+                        "the interpreter's slice table '{}' has layout {layout}, older than this module's {LAYOUT}; \
+                         slices cannot be checked against other modules'",
+                        CAPSULE.to_string_lossy()
+                    )));
                 }
-            } else {
-                // Something else under our name (put there by Python code): not a table.
+                &*table
+            } else if ffi::PyErr_Occurred().is_null() {
+                let own = std::ptr::addr_of!(OWN).cast_mut().cast::<c_void>();
+                let capsule = Bound::from_owned_ptr_or_opt(py, ffi::PyCapsule_New(own, CAPSULE.as_ptr(), None))
+                    .ok_or_else(no_memory)?;
+                if ffi::PyDict_SetItem(dict, key.as_ptr(), capsule.as_ptr()) != 0 {
+                    return Err(no_memory());
+                }
                 &OWN
+            } else {
+                return Err(PyErr::fetch(py));
             }
         };
         // The first choice stored wins (another thread may have chosen meanwhile).

@@ -1,5 +1,8 @@
 """The example module `pycontainer` (examples/pycontainer): sizes from Python are checked."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -21,7 +24,7 @@ def test_an_image_too_large_to_address_is_an_overflow_error():
 
 def test_slices_are_exclusive_across_modules():
     # Each module built on cai-py links its own copy of cai-py: the slices one takes must
-    # still bar the others (the registry is shared through sys).
+    # still bar the others (the registry is shared through the interpreter's state dict).
     cai_fixtures = pytest.importorskip("cai_fixtures")
     x = np.zeros(4, np.float64)
     brighten = lambda: pycontainer.brighten(x.view(np.float32).reshape(2, 4), 1.0)  # noqa: E731
@@ -33,6 +36,34 @@ def test_slices_are_exclusive_across_modules():
     brighten()
     assert (x.view(np.float32) == 1.0).all()
     assert cai_fixtures.host_hold(x, lambda: "held") == "held"
+
+
+SPLIT_ATTEMPT = r"""
+import gc, sys
+import numpy as np
+import cai_fixtures, pycontainer
+# Python code that meddles with sys before, between and after the modules' first slices
+# (a registry published in sys was split this way: two `&mut` slices of the same bytes).
+sys._cai_slices_v1 = None
+cai_fixtures.host_sum(np.zeros(1))
+for name in [n for n in vars(sys) if "cai" in n]:
+    delattr(sys, name)
+x = np.zeros(4)
+try:
+    cai_fixtures.host_hold(x, lambda: pycontainer.brighten(x.view(np.float32).reshape(2, 4), 1.0))
+except BufferError as e:
+    print("refused:", e)
+# Nor can the collector hand Python the dict the registry is published in.
+print("reachable:", any(isinstance(o, dict) and "cai.slices_v1" in o for o in gc.get_objects()))
+"""
+
+
+def test_python_code_cannot_split_the_slice_registry():
+    pytest.importorskip("cai_fixtures")
+    out = subprocess.run([sys.executable, "-c", SPLIT_ATTEMPT], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "refused: as_slice_mut: bytes" in out.stdout and "that another call in progress" in out.stdout, out.stdout
+    assert "reachable: False" in out.stdout, out.stdout
 
 
 def test_rows_that_cannot_be_added_leave_the_image_as_it_was():
