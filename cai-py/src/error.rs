@@ -30,9 +30,16 @@ pyo3::create_exception!(
 /// Python package `cai` when it can be imported, so that `except cai.CudaDriverError`
 /// catches errors from any module; this module's own class otherwise.
 pub fn driver_error(py: Python<'_>, message: impl Into<String>) -> PyErr {
-    match driver_error_class(py) {
-        Ok(class) => PyErr::from_type(class, message.into()),
-        // A `KeyboardInterrupt` (say) raised while the class was looked up.
+    // The class is made here, not when the error is raised: a class put in the package's
+    // place may run code as it is made (which may call cai again), and made by CPython as
+    // it normalizes the error, a recursion there is a fatal error, not a `RecursionError`.
+    let made = driver_error_class(py).and_then(|class| {
+        let _nesting = crate::parse::Nesting::enter_message("the class of cai's driver errors")?;
+        class.call1((message.into(),))
+    });
+    match made {
+        Ok(value) => PyErr::from_value(value),
+        // A `KeyboardInterrupt` (say) raised while the class was looked up or made.
         Err(e) => e,
     }
 }

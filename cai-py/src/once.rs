@@ -65,6 +65,9 @@ pub(crate) enum Package<'py> {
 /// cycle by failing one of the two imports (`_DeadlockError`). Importing the package
 /// alone waits for that other import to finish.
 pub(crate) fn package_attr<'py>(py: Python<'py>, name: &str) -> PyResult<Package<'py>> {
+    // The import, and the lookups on what it finds, run Python code (an import hook, a
+    // module's `__getattr__`) that may call cai again, which looks the value up again.
+    let _nesting = crate::parse::Nesting::enter("a value cai looks up once")?;
     let package = match py.import("cai") {
         Ok(package) => package,
         Err(e) if crate::parse::must_propagate(py, &e) => return Err(e),

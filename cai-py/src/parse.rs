@@ -199,9 +199,10 @@ impl Nesting {
         Self::enter_below(attribute, MAX_NESTING)
     }
 
-    /// One more level for the producer's code a message runs (a value's `repr`, a type's
-    /// name), allowed [`MESSAGE_HEADROOM`] levels past the reads' limit: the message about
-    /// a problem of the innermost read can still be made.
+    /// One more level for code that finishes a read's result (a message's `repr` of a
+    /// value or name of a type, the class of a driver error, the `cai` package's view
+    /// factory), allowed [`MESSAGE_HEADROOM`] levels past the reads' limit: the result of
+    /// the innermost read (its error, say) can still be made.
     pub(crate) fn enter_message(what: &'static str) -> PyResult<Nesting> {
         Self::enter_below(what, MAX_NESTING + MESSAGE_HEADROOM)
     }

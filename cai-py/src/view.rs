@@ -232,6 +232,9 @@ impl Core {
                 let mask = self.links.mask().map(|m| m.bind(py));
                 let lifeline = self.links.interface().map(|v| v.bind(py).clone());
                 let host = iface == Interface::Host;
+                // The factory is whatever `cai._cai` holds, which Python code may replace
+                // with one that makes views again.
+                let _nesting = crate::parse::Nesting::enter_message("the view factory of the cai package")?;
                 if takes_version {
                     // The dict holds the version of the rules applied (the descriptor's).
                     let dict = interface_dict(owner, &self.descriptor, iface, mask)?;

@@ -1300,6 +1300,76 @@ def test_a_one_time_lookup_reentered_from_its_own_import_finishes(names, inner, 
     assert out == {"inner": [expected], "outer": expected, "again": expected}
 
 
+@pytest.mark.parametrize(
+    "call,warm",
+    [
+        ("cai.configure()", None),
+        ("fx.describe_f32(P())", None),
+        ("fx.rust_as_array(np.zeros(3))", None),
+        ("fx.rust_as_array(np.zeros(3))", "fx.describe_f32(P())"),
+    ],
+)
+def test_a_one_time_lookup_whose_import_always_calls_cai_again_ends_in_recursion_error(call, warm):
+    # An import hook that calls cai on every `import cai`: each call makes the lookup
+    # again (nothing is kept until it finishes), as deep as cai's nesting limit allows.
+    # Warmed, the options are kept and only the view factory is looked up.
+    out = run(
+        f"""
+        import builtins
+        import numpy as np
+        d = {{"shape": (4,), "typestr": "<f4", "data": (PTR, False), "version": 3}}
+        {warm or "pass"}
+        real_import = builtins.__import__
+        def hook(name, *args, **kwargs):
+            if name == "cai":
+                {call}
+            return real_import(name, *args, **kwargs)
+        builtins.__import__ = hook
+        print(deep(lambda: {call}))
+        """
+    )
+    assert re.fullmatch(r"RecursionError: maximum recursion depth exceeded while reading .* \(64 nested reads\)\n", out), out
+
+
+def test_a_view_factory_put_in_the_package_s_place_that_makes_views_again_ends_in_recursion_error():
+    # Python code may replace the `cai` package before a module's first view: a factory
+    # that makes a view again nests as a read does (whichever level reaches the limit
+    # first names itself).
+    out = run(
+        """
+        import types
+        import numpy as np
+        fake = types.ModuleType("cai")
+        fake._cai = types.SimpleNamespace(_make_view_v3=lambda *args: fx.rust_as_array(np.zeros(2)))
+        sys.modules["cai"] = fake
+        print(deep(lambda: fx.rust_as_array(np.zeros(3))))
+        """
+    )
+    assert re.fullmatch(r"RecursionError: maximum recursion depth exceeded while reading .* \(64 nested reads\)\n", out), out
+
+
+@DRIVER_ERROR
+def test_a_driver_error_class_that_calls_cai_again_as_it_is_made_ends_in_recursion_error():
+    # The class every module raises is whatever `cai._cai.CudaDriverError` holds: one
+    # whose constructor calls cai again is made where cai counts the nesting (made by
+    # CPython as it raised the error, the recursion was a fatal error).
+    out = run(
+        """
+        d = {"shape": (4,), "typestr": "<f4", "data": (PTR, False), "version": 3, "stream": 5}
+        own = cai.CudaDriverError
+        class E(cai.CudaDriverError):
+            def __init__(self, *args):
+                fx.describe_f32(P())
+        cai._cai.CudaDriverError = E
+        cai.configure(import_sync="sync")
+        print(deep(lambda: cai.pointer_attributes(4096)))
+        print(deep(lambda: fx.describe_f32(P())))
+        """
+    )
+    for line in out.splitlines():
+        assert re.fullmatch(r"RecursionError: maximum recursion depth exceeded while reading .* \(64 nested reads\)", line), out
+
+
 def test_a_module_that_calls_in_while_cai_is_being_imported_still_shares_its_options():
     # A module built on cai-py looks the package's options up at its first use, importing
     # `cai._cai`. A finalizer that runs while that module is being executed (before it has
