@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyString};
 
 use crate::config::{self, Config};
-use crate::error::{received, Problem};
+use crate::error::{received, received_int, Problem};
 use crate::parse::{self, int_like, must_propagate, no_interface, IntLike, Interface, Parsed};
 use crate::sync::{consume, Caller, ImportOptions};
 use crate::view::Core;
@@ -71,7 +71,7 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
     if obj.is_instance_of::<pyo3::types::PyInt>() {
         return match int_like::<i64>(obj)? {
             IntLike::Value(raw) => from_int(raw),
-            IntLike::OutOfRange | IntLike::NotInt => Err(not_handle(obj, "", "")),
+            IntLike::OutOfRange(_) | IntLike::NotInt => Err(not_handle(obj, "", "")),
         };
     }
     // A handle that `value` gave through `source`: an int that is not a bool.
@@ -81,7 +81,12 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
         }
         match int_like::<usize>(h)? {
             IntLike::Value(handle) => Ok(handle),
-            IntLike::OutOfRange | IntLike::NotInt => Err(not_handle(value, source, "")),
+            // An int-like's text may not show the int its `__index__` gave.
+            IntLike::OutOfRange(Some(index)) if !h.is_instance_of::<PyInt>() => {
+                let gave = crate::shown::shown(index.as_any())?;
+                Err(not_handle(value, source, &format!(" (its __index__ gave {gave})")))
+            }
+            IntLike::OutOfRange(_) | IntLike::NotInt => Err(not_handle(value, source, "")),
         }
     };
     let handle = if let Some(method) = obj.getattr_opt(pyo3::intern!(py, "__cuda_stream__"))? {
@@ -115,7 +120,10 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
         return match int_like::<i64>(obj)? {
             IntLike::Value(raw) => from_int(raw),
             // An index, but one no stream handle has.
-            IntLike::OutOfRange => Err(not_handle(obj, "", "")),
+            IntLike::OutOfRange(index) => match received_int(obj, index.as_ref()) {
+                Ok(r) => Err(Problem::value_error(format!("stream: {r} is not a stream handle")).into()),
+                Err(e) => Err(e),
+            },
             IntLike::NotInt => Err(not_a_stream()),
         };
     };
@@ -427,7 +435,13 @@ pub fn configure<'py>(
                     ))
                     .into())
                 }
-                _ => return Err(Problem::value_error(format!("export_version: {} is not 2 or 3", received(v)?)).into()),
+                IntLike::OutOfRange(index) => {
+                    let shown = received_int(v, index.as_ref())?;
+                    return Err(Problem::value_error(format!("export_version: {shown} is not 2 or 3")).into());
+                }
+                IntLike::Value(_) => {
+                    return Err(Problem::value_error(format!("export_version: {} is not 2 or 3", received(v)?)).into())
+                }
             }
         }
     };
@@ -505,10 +519,10 @@ pub fn pointer_attributes<'py>(ptr: &Bound<'py, PyAny>) -> PyResult<Bound<'py, P
     let nesting = parse::Nesting::enter("ptr")?;
     let value = match int_like::<usize>(ptr)? {
         IntLike::Value(value) => value,
-        IntLike::OutOfRange => {
+        IntLike::OutOfRange(index) => {
             return Err(Problem::value_error(format!(
                 "ptr: {} is not an address (a non-negative int that fits in a pointer)",
-                received(ptr)?
+                received_int(ptr, index.as_ref())?
             ))
             .into());
         }

@@ -28,7 +28,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyInt, PyString, PyTuple, PyType};
 use pyo3::{ffi, intern, Borrowed};
 
-use crate::error::{received, Problem};
+use crate::error::{received, received_int, Problem};
 use crate::parse::{int_like, IntLike, Parsed};
 use crate::sync::{copy_device, export_device, order_export, Copied, HostCopy};
 
@@ -198,8 +198,9 @@ fn int_pair(value: &Bound<'_, PyAny>, what: &str) -> PyResult<(i64, i64)> {
         *slot = match int_like::<i64>(&item)? {
             IntLike::Value(v) => v,
             // An index, but one past 64 bits.
-            IntLike::OutOfRange => {
-                return Err(PyValueError::new_err(format!("{what}: {} is out of range", received(&item)?)));
+            IntLike::OutOfRange(index) => {
+                let shown = received_int(&item, index.as_ref())?;
+                return Err(PyValueError::new_err(format!("{what}: {shown} is out of range")));
             }
             IntLike::NotInt => return Err(bad()?),
         };
@@ -260,12 +261,8 @@ fn dl_device(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<DLDevice>> {
     let narrow = |n: i64, index: usize, part: &str| -> PyResult<i32> {
         i32::try_from(n).or_else(|_| {
             let item = v.cast::<PyTuple>().map_err(PyErr::from)?.get_item(index)?;
-            let shown = received(&item)?;
-            // An int-like whose text does not show its value (an `__index__` of its own).
-            let gave = if shown.contains(&n.to_string()) { String::new() } else { format!(", which gave {n},") };
-            Err(PyValueError::new_err(format!(
-                "dl_device: the {part} {shown}{gave} is out of range (DLPack's are 32-bit)"
-            )))
+            let shown = received_int(&item, Some(&n.into_pyobject(v.py())?))?;
+            Err(PyValueError::new_err(format!("dl_device: the {part} {shown} is out of range (DLPack's are 32-bit)")))
         })
     };
     Ok(Some(DLDevice { device_type: narrow(t, 0, "device type")?, device_id: narrow(id, 1, "device id")? }))

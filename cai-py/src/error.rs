@@ -13,7 +13,7 @@ use cai_core::ErrorKind;
 use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyString, PyType};
+use pyo3::types::{PyInt, PyString, PyType};
 
 use crate::once::Package;
 
@@ -137,6 +137,21 @@ pub fn to_py_err(e: cai_core::Error) -> PyErr {
 /// `MemoryError`, ...) is the error.
 pub(crate) fn received(value: &Bound<'_, PyAny>) -> PyResult<String> {
     Ok(format!("{} ({})", crate::shown::shown(value)?, type_name(value)?))
+}
+
+/// [`received`] for a value read as an int: an int-like object (one with `__index__`)
+/// whose text does not show `index`, the int its `__index__` gave, is shown with it, as in
+/// `<Size object at 0x7f..> (Size; its __index__ gave 1180591620717411303424)`.
+pub(crate) fn received_int(value: &Bound<'_, PyAny>, index: Option<&Bound<'_, PyInt>>) -> PyResult<String> {
+    let Some(index) = index.filter(|_| !value.is_instance_of::<PyInt>()) else { return received(value) };
+    let shown = crate::shown::shown(value)?;
+    let gave = crate::shown::shown(index.as_any())?;
+    let name = type_name(value)?;
+    Ok(if shown.contains(&gave) {
+        format!("{shown} ({name})")
+    } else {
+        format!("{shown} ({name}; its __index__ gave {gave})")
+    })
 }
 
 /// The `TypeError` of pickling or copying a view or tensor of class `name`, for every

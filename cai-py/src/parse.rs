@@ -31,7 +31,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple, PyType};
 use pyo3::{ffi, intern, Borrowed, PyTypeInfo};
 
-use crate::error::{received, Problem};
+use crate::error::{received, received_int, Problem};
 
 /// Which of the two interfaces a dict belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,11 +137,13 @@ pub(crate) fn must_propagate(py: Python<'_>, e: &PyErr) -> bool {
 }
 
 /// What an int-like value holds, read as a `T` by [`int_like`].
-pub(crate) enum IntLike<T> {
+pub(crate) enum IntLike<'py, T> {
     /// The value, within `T`'s range.
     Value(T),
-    /// An int outside `T`'s range (or an `__index__` that raised `OverflowError`).
-    OutOfRange,
+    /// An int outside `T`'s range: the int (for an int-like, the one its `__index__` gave,
+    /// which its text may not show), or `None` for an `__index__` that raised
+    /// `OverflowError`.
+    OutOfRange(Option<Bound<'py, PyInt>>),
     /// Not an int: a bool, or an object without `__index__` (or whose `__index__` raised
     /// another ordinary exception).
     NotInt,
@@ -149,19 +151,33 @@ pub(crate) enum IntLike<T> {
 
 /// Reads an int-like value (an int, or an object with `__index__`, such as NumPy's
 /// integers) as a `T`; a bool is not one (`True` given as a number is taken for a
-/// mistake). `__index__` runs the producer's code, and an exception there that
+/// mistake). `__index__` runs the producer's code, once, and an exception there that
 /// [must propagate](must_propagate) does; `value` is held meanwhile.
-pub(crate) fn int_like<'py, T>(value: &Bound<'py, PyAny>) -> PyResult<IntLike<T>>
+pub(crate) fn int_like<'py, T>(value: &Bound<'py, PyAny>) -> PyResult<IntLike<'py, T>>
 where
     T: for<'a> FromPyObject<'a, 'py, Error = PyErr>,
 {
     if value.is_instance_of::<PyBool>() {
         return Ok(IntLike::NotInt);
     }
-    match value.extract::<T>() {
+    let py = value.py();
+    let index = match value.cast::<PyInt>() {
+        Ok(int) => int.clone(),
+        Err(_) => {
+            // SAFETY: `value` is live; PyNumber_Index returns a new reference (an int of
+            // exact type, from 3.10 on) or null with an exception set.
+            match unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyNumber_Index(value.as_ptr())) } {
+                Ok(index) => index.cast_into::<PyInt>().map_err(PyErr::from)?,
+                Err(e) if must_propagate(py, &e) => return Err(e),
+                Err(e) if e.is_instance_of::<PyOverflowError>(py) => return Ok(IntLike::OutOfRange(None)),
+                Err(_) => return Ok(IntLike::NotInt),
+            }
+        }
+    };
+    match index.extract::<T>() {
         Ok(v) => Ok(IntLike::Value(v)),
-        Err(e) if must_propagate(value.py(), &e) => Err(e),
-        Err(e) if e.is_instance_of::<PyOverflowError>(value.py()) => Ok(IntLike::OutOfRange),
+        Err(e) if must_propagate(py, &e) => Err(e),
+        Err(e) if e.is_instance_of::<PyOverflowError>(py) => Ok(IntLike::OutOfRange(Some(index))),
         Err(_) => Ok(IntLike::NotInt),
     }
 }
@@ -1078,8 +1094,9 @@ fn wrong_type(key: &'static str, expected: &'static str, value: &Bound<'_, PyAny
 /// A Python integer (or an object with `__index__`, such as NumPy's integers), not a bool.
 /// Exact ints are read without running any Python code.
 fn integer(value: &Bound<'_, PyAny>, key: &'static str, expected: &'static str) -> Result<i128, Failure> {
-    let too_big = || -> Result<i128, Failure> {
-        Err(Problem::value_error(format!("{key}: {} does not fit in 64 bits", received(value)?)).into())
+    let too_big = |index: Option<&Bound<'_, PyInt>>| -> Result<i128, Failure> {
+        let shown = received_int(value, index)?;
+        Err(Problem::value_error(format!("{key}: {shown} does not fit in 64 bits")).into())
     };
     if let Ok(int) = value.cast_exact::<PyInt>() {
         if let Ok(v) = int.extract::<i64>() {
@@ -1087,16 +1104,17 @@ fn integer(value: &Bound<'_, PyAny>, key: &'static str, expected: &'static str) 
         }
         return match int.extract::<u64>() {
             Ok(v) => Ok(i128::from(v)),
-            Err(_) => too_big(),
+            Err(_) => too_big(None),
         };
     }
-    // `__index__` runs the producer's code; `value` is held, whatever it does.
+    // `__index__` runs the producer's code, once; `value` is held, whatever it does.
     match int_like::<i64>(value).map_err(Failure::raised)? {
         IntLike::Value(v) => Ok(i128::from(v)),
-        IntLike::OutOfRange => match int_like::<u64>(value).map_err(Failure::raised)? {
-            IntLike::Value(v) => Ok(i128::from(v)),
-            _ => too_big(),
+        IntLike::OutOfRange(Some(index)) => match index.extract::<u64>() {
+            Ok(v) => Ok(i128::from(v)),
+            Err(_) => too_big(Some(&index)),
         },
+        IntLike::OutOfRange(None) => too_big(None),
         IntLike::NotInt => Err(wrong_type(key, expected, value)),
     }
 }
@@ -1422,7 +1440,7 @@ fn sub_array_shape(
         // `__index__` runs the producer's code: `d` and the tuple are held.
         let n = match int_like::<i64>(&d)? {
             IntLike::Value(n) => usize::try_from(n).ok().filter(|&n| n <= cai_core::MAX_ITEMSIZE),
-            IntLike::OutOfRange | IntLike::NotInt => None,
+            IntLike::OutOfRange(_) | IntLike::NotInt => None,
         };
         match n {
             Some(n) => shape.push(n),

@@ -300,7 +300,9 @@ def test_a_views_dlpack_reads_its_keywords_as_python_would():
         def __index__(self):
             return 2**40
 
-    with pytest.raises(ValueError, match=r"dl_device: the device id <.* \(Index\), which gave 1099511627776, is out of range"):
+    with pytest.raises(
+        ValueError, match=r"dl_device: the device id <.* \(Index; its __index__ gave 1099511627776\) is out of range"
+    ):
         view.__dlpack__(dl_device=(1, Index()))
 
     class Name(str):

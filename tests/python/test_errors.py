@@ -119,6 +119,60 @@ def test_exception_raised_by_the_property_propagates():
         cai.as_cuda_array(Broken())
 
 
+class BigIndex:
+    """An int-like whose text does not show the int its __index__ gives."""
+
+    calls = 0
+
+    def __index__(self):
+        BigIndex.calls += 1
+        return 2**70
+
+
+GAVE = r"<.*BigIndex object at 0x[0-9a-f]+> \(BigIndex; its __index__ gave 1180591620717411303424\)"
+
+
+@pytest.mark.parametrize("key", ["version", "shape", "strides", "data", "stream"])
+def test_an_int_like_past_64_bits_is_named_with_the_int_it_gave(key):
+    desc = {"version": 3, "shape": (2,), "typestr": "<f4", "data": (PTR, False), "stream": None}
+    value = BigIndex()
+    desc[key] = {"shape": (value,), "strides": (value,), "data": (value, False)}.get(key, value)
+    BigIndex.calls = 0
+    with pytest.raises(ValueError, match=rf"^{key}: {GAVE} does not fit in 64 bits"):
+        cai.as_cuda_array(Producer(desc))
+    assert BigIndex.calls == 1, "the producer's __index__ runs once"
+
+
+def test_int_like_arguments_past_64_bits_are_named_with_the_int_they_gave():
+    view = cai.as_cuda_array(Producer(cai_dict()), sync=False)
+    with pytest.raises(ValueError, match=rf"^max_version: {GAVE} is out of range"):
+        view.__dlpack__(max_version=(BigIndex(), 0))
+    with pytest.raises(ValueError, match=rf"^dl_device: {GAVE} is out of range"):
+        view.__dlpack__(dl_device=(BigIndex(), 0))
+    with pytest.raises(ValueError, match=rf"^stream: {GAVE} is not a stream handle"):
+        cai.as_cuda_array(Producer(cai_dict()), stream=BigIndex())
+    with pytest.raises(ValueError, match=rf"^ptr: {GAVE} is not an address"):
+        cai.pointer_attributes(BigIndex())
+    before = cai.configure()
+    with pytest.raises(ValueError, match=rf"^export_version: {GAVE} is not 2 or 3"):
+        cai.configure(export_version=BigIndex())
+    assert cai.configure() == before
+
+    class Stream:
+        cuda_stream = BigIndex()
+
+    with pytest.raises(
+        ValueError,
+        match=r"^stream: \.cuda_stream gave <.*> \(BigIndex\), which is not a stream handle "
+        r"\(its __index__ gave 1180591620717411303424\)",
+    ):
+        cai.as_cuda_array(Producer(cai_dict()), stream=Stream())
+    # NumPy's integers show their value: it is not repeated.
+    np = pytest.importorskip("numpy")
+    with pytest.raises(ValueError, match=r"^max_version: np.uint64\(9223372036854775808\) \(uint64\) is out of range"):
+        view.__dlpack__(max_version=(np.uint64(2**63), 0))
+
+
 def test_integer_stream_needs_a_driver_to_synchronize():
     from cai_fixtures import DeviceMatrix  # noqa: F401  (same machine facts for both modules)
 

@@ -285,7 +285,7 @@ class Returns:
         (type("T", (), {"cuda_stream": True})(), ValueError, r"stream: .cuda_stream gave True \(bool\), which is not a stream handle \(a bool\)"),
         (type("C", (), {"ptr": False})(), ValueError, r"stream: .ptr gave False \(bool\), which is not a stream handle \(a bool\)"),
         (type("P", (), {"ptr": -1})(), ValueError, r"stream: .ptr gave -1 \(int\), which is not a stream handle"),
-        (type("I", (), {"__index__": lambda s: 2**64})(), ValueError, r"stream: <.*I object at .*> \(I\) is not a stream handle"),
+        (type("I", (), {"__index__": lambda s: 2**64})(), ValueError, r"stream: <.*I object at .*> \(I; its __index__ gave 18446744073709551616\) is not a stream handle"),
         ("7", TypeError, r"stream: expected None, an int or a stream object .* received '7' \(str\)"),
     ],
 )
