@@ -93,15 +93,26 @@ pub trait NamedArrays {
     }
 }
 
+/// `descriptor`, read-only when `shared`. Memory reached through a shared pointer (`&T`,
+/// `Rc<T>`, `Arc<T>`) may be read by its other holders meanwhile, and Rust code reading
+/// it through `&` assumes that nobody writes it: a consumer must not (as `&[T]`, a
+/// `HostBuffer`, is exported read-only).
+fn shared_if(shared: bool, descriptor: Result<Descriptor>) -> Result<Descriptor> {
+    descriptor.map(|mut d| {
+        d.readonly |= shared;
+        d
+    })
+}
+
 // The pointer impls are left out of "the following other types implement" lists: an error
 // is about the pointee, whose own message says what to derive.
 macro_rules! forward {
-    ($($ptr:ty),*) => {$(
+    ($($ptr:ty => $shared:literal),*) => {$(
         #[allow(unknown_or_malformed_diagnostic_attributes)] // do_not_recommend: Rust 1.85
         #[diagnostic::do_not_recommend]
         impl<T: CudaArrayInterface + ?Sized> CudaArrayInterface for $ptr {
             fn cuda_array_interface(&self) -> Result<Descriptor> {
-                (**self).cuda_array_interface()
+                shared_if($shared, (**self).cuda_array_interface())
             }
         }
 
@@ -109,13 +120,14 @@ macro_rules! forward {
         #[diagnostic::do_not_recommend]
         impl<T: ArrayInterface + ?Sized> ArrayInterface for $ptr {
             fn array_interface(&self) -> Result<Descriptor> {
-                (**self).array_interface()
+                shared_if($shared, (**self).array_interface())
             }
         }
     )*};
 }
 
-forward!(&T, &mut T, Box<T>, Rc<T>, Arc<T>);
+// Unique ownership or a unique borrow exports as the pointee does; shared ones read-only.
+forward!(&mut T => false, Box<T> => false, &T => true, Rc<T> => true, Arc<T> => true);
 
 #[cfg(test)]
 mod tests {
@@ -142,12 +154,20 @@ mod tests {
         assert_eq!(direct.shape, [2, 3]);
         assert_eq!(direct.typestr, f64::TYPESTR);
         assert_eq!(direct.data, m.data.as_ptr() as usize);
-        let shared: Arc<dyn ArrayInterface> = Arc::new(m);
-        assert_eq!(shared.array_interface().unwrap(), direct);
         fn describe(p: impl ArrayInterface) -> Descriptor {
             p.array_interface().unwrap()
         }
-        assert_eq!(describe(&shared), direct);
-        assert_eq!(describe(Box::new(&shared)), direct);
+        let mut m = m;
+        assert_eq!(describe(&mut m), direct);
+        assert_eq!(describe(Box::new(&mut m)), direct);
+        // Through a shared pointer, the same array, read-only: its other holders read it
+        // as Rust memory nobody writes.
+        let read_only = Descriptor { readonly: true, ..direct.clone() };
+        assert_eq!(describe(&m), read_only);
+        let shared: Arc<dyn ArrayInterface> = Arc::new(m);
+        assert_eq!(shared.array_interface().unwrap(), read_only);
+        assert_eq!(describe(&shared), read_only);
+        assert_eq!(describe(Box::new(&shared)), read_only);
+        assert_eq!(describe(Rc::new(Box::new(&shared))), read_only);
     }
 }

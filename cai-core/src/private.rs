@@ -108,6 +108,14 @@ impl Export {
     }
 }
 
+/// A nested array of a `readonly` struct: read-only, whatever its own type says.
+pub fn read_only(descriptor: Result<Descriptor>) -> Result<Descriptor> {
+    descriptor.map(|mut d| {
+        d.readonly = true;
+        d
+    })
+}
+
 /// A field type of a `#[derive(Element)]` record: an [`Element`], or an array of them (a
 /// sub-array field).
 #[diagnostic::on_unimplemented(
@@ -116,12 +124,20 @@ impl Export {
     note = "a record field of your own type needs `#[derive(Clone, Copy, Element)]` and `#[repr(C)]` on that type",
     note = "elements are `bool`, `i8` to `i64`, `u8` to `u64`, `f32`, `f64`, `half::f16` and `half::bf16` (feature `half`), `num_complex::Complex<f32>` and `Complex<f64>` (feature `num-complex`), and `#[derive(Element)]` records"
 )]
-pub trait RecordField {
+///
+/// # Safety
+///
+/// As for [`Element`], whose derived impl trusts it: every bit pattern of the type's size
+/// is a valid value (or, for `bool` alone, a consumer's writes are refused by exporting
+/// read-only), and `describe` states the type's layout exactly. Only the impls here exist;
+/// the trait is for generated code, not to be implemented by hand.
+pub unsafe trait RecordField {
     /// The field's element type and sub-array shape.
     fn describe() -> (FieldType, Vec<usize>);
 }
 
-impl<T: Element> RecordField for T {
+// SAFETY: an `Element` keeps `Element`'s own promise, which is this trait's.
+unsafe impl<T: Element> RecordField for T {
     fn describe() -> (FieldType, Vec<usize>) {
         let descr = T::descr();
         let ty = match descr.as_simple() {
@@ -132,7 +148,8 @@ impl<T: Element> RecordField for T {
     }
 }
 
-impl<T: RecordField, const N: usize> RecordField for [T; N] {
+// SAFETY: an array of `N` fields that keep the promise, without padding between them.
+unsafe impl<T: RecordField, const N: usize> RecordField for [T; N] {
     fn describe() -> (FieldType, Vec<usize>) {
         let (ty, mut shape) = T::describe();
         shape.insert(0, N);
@@ -140,11 +157,15 @@ impl<T: RecordField, const N: usize> RecordField for [T; N] {
     }
 }
 
-/// One field of a derived record: its name, its offset, and what [`RecordField`] says of it.
+/// One field of a derived record: its name (empty for a tuple struct's field), its offset,
+/// and what [`RecordField`] says of it.
 pub type RecordEntry<'a> = (&'a str, usize, (FieldType, Vec<usize>));
 
 /// The descr of a record of `size` bytes from its named fields and their offsets, with
-/// padding entries for every gap and for the tail.
+/// padding entries for every gap and for the tail. A field without a name is named
+/// `f{i}`, `i` its position in the descr, as NumPy names the fields of a descr whose
+/// names are empty (padding entries included): a padding entry before it then takes a
+/// name NumPy gives no other field.
 pub fn record(size: usize, fields: &[RecordEntry<'_>]) -> Descr {
     let mut sorted: Vec<_> = fields.iter().collect();
     sorted.sort_by_key(|(_, offset, _)| *offset);
@@ -154,7 +175,11 @@ pub fn record(size: usize, fields: &[RecordEntry<'_>]) -> Descr {
         if *offset > end {
             entries.push(Field::padding(offset - end));
         }
-        let field = Field::new(*name, ty.clone()).with_shape(shape.clone());
+        let field = match *name {
+            "" => Field::new(format!("f{}", entries.len()), ty.clone()),
+            name => Field::new(name, ty.clone()),
+        }
+        .with_shape(shape.clone());
         // Sizes of real Rust fields fit in usize: they are in memory.
         end = offset + field.size().unwrap_or(0);
         entries.push(field);

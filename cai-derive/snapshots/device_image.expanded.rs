@@ -4,7 +4,7 @@ const _: () = {
         fn cuda_array_interface(&self) -> ::cai_core::Result<::cai_core::Descriptor> {
             {
                 let _ = <CudaSlice<f32> as ::cai_core::DeviceBuffer>::len;
-                let layout = ::cai_core::__private::Layout {
+                let __cai_layout = ::cai_core::__private::Layout {
                     shape: ::core::option::Option::Some(
                         <[usize; 2] as ::cai_core::AsShape>::as_shape(&self.shape),
                     ),
@@ -14,9 +14,9 @@ const _: () = {
                 };
                 ::cai_core::__private::device_array::<
                     CudaSlice<f32>,
-                >(&self.pixels, "pixels", layout)
-                    .and_then(|export| {
-                        export
+                >(&self.pixels, "pixels", __cai_layout)
+                    .and_then(|__cai_export| {
+                        __cai_export
                             .stream_for(
                                 &self.pixels,
                                 <Arc<

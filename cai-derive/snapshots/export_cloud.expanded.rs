@@ -12,7 +12,13 @@ impl Cloud {
         (Self::__CAI_PY_EXPORT.0)(slf)
     }
     #[pyo3(
-        signature = (*, stream = None, max_version = None, dl_device = None, copy = None)
+        signature = (
+            *,
+            stream = ::core::option::Option::None,
+            max_version = ::core::option::Option::None,
+            dl_device = ::core::option::Option::None,
+            copy = ::core::option::Option::None,
+        )
     )]
     fn __dlpack__<'py>(
         slf: &::cai_py::__private::pyo3::Bound<'py, Self>,

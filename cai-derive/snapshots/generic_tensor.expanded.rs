@@ -8,7 +8,7 @@ const _: () = {
         fn cuda_array_interface(&self) -> ::renamed::Result<::renamed::Descriptor> {
             {
                 let _ = <CudaSlice<T> as ::renamed::DeviceBuffer>::len;
-                let layout = ::renamed::__private::Layout {
+                let __cai_layout = ::renamed::__private::Layout {
                     shape: ::core::option::Option::Some(
                         <S as ::renamed::AsShape>::as_shape(&self.shape),
                     ),
@@ -18,9 +18,9 @@ const _: () = {
                 };
                 ::renamed::__private::device_array::<
                     CudaSlice<T>,
-                >(&self.buf, "buf", layout)
-                    .and_then(|export| {
-                        export
+                >(&self.buf, "buf", __cai_layout)
+                    .and_then(|__cai_export| {
+                        __cai_export
                             .mask(
                                 <Mask as ::renamed::CudaArrayInterface>::cuda_array_interface(
                                     &self.mask,

@@ -4,7 +4,7 @@ const _: () = {
         fn array_interface(&self) -> ::cai_core::Result<::cai_core::Descriptor> {
             {
                 let _ = <Vec<f32> as ::cai_core::HostBuffer>::len;
-                let layout = ::cai_core::__private::Layout {
+                let __cai_layout = ::cai_core::__private::Layout {
                     shape: ::core::option::Option::Some(
                         ::cai_core::AsShape::as_shape(&([self.n, 3])),
                     ),
@@ -12,7 +12,9 @@ const _: () = {
                     version: 2u32,
                     readonly: true,
                 };
-                ::cai_core::__private::host_array::<Vec<f32>>(&self.xyz, "xyz", layout)
+                ::cai_core::__private::host_array::<
+                    Vec<f32>,
+                >(&self.xyz, "xyz", __cai_layout)
                     .and_then(::cai_core::__private::Export::finish)
             }
         }
@@ -28,7 +30,7 @@ const _: () = {
                 "rgb" => {
                     ::core::option::Option::Some({
                         let _ = <Vec<u8> as ::cai_core::HostBuffer>::len;
-                        let layout = ::cai_core::__private::Layout {
+                        let __cai_layout = ::cai_core::__private::Layout {
                             shape: ::core::option::Option::None,
                             strides: ::core::option::Option::Some(
                                 <[isize; 1] as ::cai_core::AsStrides>::as_strides(
@@ -40,14 +42,16 @@ const _: () = {
                         };
                         ::cai_core::__private::host_array::<
                             Vec<u8>,
-                        >(&self.rgb, "rgb", layout)
+                        >(&self.rgb, "rgb", __cai_layout)
                             .and_then(::cai_core::__private::Export::finish)
                     })
                 }
                 "normals" => {
                     ::core::option::Option::Some(
-                        <Normals as ::cai_core::ArrayInterface>::array_interface(
-                            &self.normals,
+                        ::cai_core::__private::read_only(
+                            <Normals as ::cai_core::ArrayInterface>::array_interface(
+                                &self.normals,
+                            ),
                         ),
                     )
                 }

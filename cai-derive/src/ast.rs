@@ -1,5 +1,6 @@
 //! The derive input, borrowed and annotated with parsed attributes.
 
+use syn::ext::IdentExt as _;
 use syn::{Data, DeriveInput, Fields, Generics, Ident, Member, Type};
 
 use crate::attr::{Container, FieldAttrs, Which};
@@ -21,10 +22,10 @@ pub(crate) struct Field<'a> {
 }
 
 impl Field<'_> {
-    /// The field's name as Rust writes it: `pixels`, or `0` for a tuple field.
+    /// The field's name: `pixels` (`type` for `r#type`), or `0` for a tuple field.
     pub(crate) fn name(&self) -> String {
         match &self.member {
-            Member::Named(ident) => ident.to_string(),
+            Member::Named(ident) => ident.unraw().to_string(),
             Member::Unnamed(index) => index.index.to_string(),
         }
     }

@@ -89,6 +89,11 @@ fn unknown_key(cx: &Ctxt, meta: &ParseNestedMeta<'_>, message: String) -> syn::R
     Ok(())
 }
 
+/// Whether a key that takes no value is given one, as `key = ...` or `key(...)`.
+fn takes_a_value(meta: &ParseNestedMeta<'_>) -> bool {
+    meta.input.peek(syn::Token![=]) || meta.input.peek(syn::token::Paren)
+}
+
 fn key_of(meta: &ParseNestedMeta<'_>) -> String {
     let path = &meta.path;
     path.get_ident().map_or_else(|| quote::quote!(#path).to_string().replace(' ', ""), ToString::to_string)
@@ -109,6 +114,9 @@ impl Container {
                         set_once(cx, &mut out.krate, path, &meta, "crate");
                     }
                     "readonly" if which == Which::Interface => {
+                        if takes_a_value(&meta) {
+                            return Err(meta.error("`readonly` takes no value: write #[cai(readonly)]"));
+                        }
                         set_once(cx, &mut out.readonly, meta.path.span(), &meta, "readonly");
                     }
                     "version" if which == Which::Interface => {
@@ -160,6 +168,9 @@ impl FieldAttrs {
                     "stream" => Role::Stream,
                     "mask" => Role::Mask,
                     "array" => {
+                        if meta.input.peek(syn::token::Paren) {
+                            return Err(meta.error("name an array with array = \"name\", or write a bare `array`"));
+                        }
                         let name = if meta.input.peek(syn::Token![=]) {
                             let lit: LitStr = meta.value()?.parse()?;
                             if lit.value().is_empty() {
@@ -180,7 +191,7 @@ impl FieldAttrs {
                         )
                     }
                 };
-                if meta.input.peek(syn::Token![=]) {
+                if takes_a_value(&meta) {
                     return Err(meta
                         .error(format!("`{key}` on a field takes no value: it marks the field as the array's {key}")));
                 }

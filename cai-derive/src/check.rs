@@ -67,15 +67,17 @@ fn error(cx: &Ctxt, span: Span, message: impl std::fmt::Display) {
 /// Groups fields by array and applies every rule.
 pub(crate) fn model<'a>(cx: &Ctxt, input: &'a Input<'a>, flavor: Flavor) -> Model<'a> {
     let version = check_version(cx, input);
-    let mut groups: Vec<(Option<String>, Group<'a>)> = vec![(None, Group::default())];
-    let mut nested: Vec<(String, &'a Field<'a>)> = Vec::new();
+    // Each group with the place of its first field, so that the named arrays keep the
+    // order of declaration.
+    let mut groups: Vec<(Option<String>, Group<'a>, usize)> = vec![(None, Group::default(), 0)];
+    let mut nested: Vec<(String, &'a Field<'a>, usize)> = Vec::new();
     let mut stream = None;
-    for field in &input.fields {
+    for (place, field) in input.fields.iter().enumerate() {
         check_array_has_a_name(cx, field);
         let array_name = field.attrs.array.as_ref().map(|a| a.value.clone().unwrap_or_else(|| field.name()));
         let Some(role) = &field.attrs.role else {
             if let Some(name) = array_name {
-                nested.push((name, field));
+                nested.push((name, field, place));
             }
             continue;
         };
@@ -85,8 +87,8 @@ pub(crate) fn model<'a>(cx: &Ctxt, input: &'a Input<'a>, flavor: Flavor) -> Mode
             stream = Some(field);
             continue;
         }
-        let index = groups.iter().position(|(n, _)| *n == array_name).unwrap_or_else(|| {
-            groups.push((array_name.clone(), Group::default()));
+        let index = groups.iter().position(|(n, _, _)| *n == array_name).unwrap_or_else(|| {
+            groups.push((array_name.clone(), Group::default(), place));
             groups.len() - 1
         });
         let group = &mut groups[index].1;
@@ -105,18 +107,26 @@ pub(crate) fn model<'a>(cx: &Ctxt, input: &'a Input<'a>, flavor: Flavor) -> Mode
     }
     let readonly = input.attrs.readonly.is_some();
     let mut model = Model { primary: None, named: Vec::new(), stream, version, readonly };
-    for (name, group) in groups {
+    let mut places = Vec::new();
+    for (name, group, place) in groups {
         let is_primary = name.is_none();
         let Some(array) = finish_group(cx, input, group, is_primary) else { continue };
         match name {
             None => model.primary = Some(array),
-            Some(name) => model.named.push((name, array)),
+            Some(name) => {
+                model.named.push((name, array));
+                places.push(place);
+            }
         }
     }
-    for (name, field) in nested {
+    for (name, field, place) in nested {
         check_unique_name(cx, &model, &name, field);
         model.named.push((name, Array::Nested(field)));
+        places.push(place);
     }
+    let mut placed: Vec<_> = places.into_iter().zip(std::mem::take(&mut model.named)).collect();
+    placed.sort_by_key(|(place, _)| *place);
+    model.named = placed.into_iter().map(|(_, named)| named).collect();
     check_container_layout_has_primary(cx, input, &model);
     check_something_to_export(cx, input, &model, flavor);
     model

@@ -4,6 +4,7 @@ use std::collections::HashSet;
 
 use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::{format_ident, quote, quote_spanned};
+use syn::ext::IdentExt as _;
 use syn::spanned::Spanned;
 use syn::{Ident, Type, WherePredicate};
 
@@ -115,7 +116,14 @@ fn array(krate: &TokenStream, names: &Names, model: &Model<'_>, array: &Array<'_
         quote_spanned!(ty.span()=> <#ty as #interface>::#method(&self.#member))
     };
     let (data, shape, strides, mask) = match array {
-        Array::Nested(field) => return nested(field, bounds),
+        // Its own type describes it, read-only when the struct is.
+        Array::Nested(field) => {
+            let call = nested(field, bounds);
+            return match model.readonly {
+                true => quote!(#krate::__private::read_only(#call)),
+                false => call,
+            };
+        }
         Array::Buffer { data, shape, strides, mask } => (data, shape, strides, mask),
     };
     bounds.require(data.ty, &names.buffer);
@@ -128,20 +136,20 @@ fn array(krate: &TokenStream, names: &Names, model: &Model<'_>, array: &Array<'_
     // is reported there with the trait's own message (the call below then adds nothing: same
     // span, same bound).
     let check = quote_spanned!(ty.span()=> let _ = <#ty as #buffer>::len;);
-    let begin = quote_spanned!(ty.span()=> #start::<#ty>(&self.#member, #field_name, layout));
+    let begin = quote_spanned!(ty.span()=> #start::<#ty>(&self.#member, #field_name, __cai_layout));
     let stream = model.stream.map(|field| {
         bounds.require(field.ty, &quote!(#krate::AsStream));
         let (ty, member) = (field.ty, &field.member);
         let buffer = &data.member;
-        quote_spanned!(ty.span()=> .and_then(|export| export.stream_for(&self.#buffer, <#ty as #krate::AsStream>::as_stream(&self.#member))))
+        quote_spanned!(ty.span()=> .and_then(|__cai_export| __cai_export.stream_for(&self.#buffer, <#ty as #krate::AsStream>::as_stream(&self.#member))))
     });
     let mask = mask.map(|field| {
         let mask = nested(field, bounds);
-        quote!(.and_then(|export| export.mask(#mask)))
+        quote!(.and_then(|__cai_export| __cai_export.mask(#mask)))
     });
     quote!({
         #check
-        let layout = #krate::__private::Layout {
+        let __cai_layout = #krate::__private::Layout {
             shape: #shape,
             strides: #strides,
             version: #version,
@@ -194,8 +202,15 @@ pub(crate) fn array_names<'n>(
 }
 
 /// `name` as a field name: itself, or raw (`r#type`) when it is a keyword; `None` when it
-/// is neither.
+/// is neither. The text is lexed only once its characters make an identifier: other text
+/// (`1e`) could make rustc's lexer report an error of its own.
 fn field_ident(name: &str) -> Option<Ident> {
+    let mut chars = name.chars();
+    let first = chars.next()?;
+    let identifier = (first == '_' || unicode_ident::is_xid_start(first)) && chars.all(unicode_ident::is_xid_continue);
+    if !identifier {
+        return None;
+    }
     syn::parse_str::<Ident>(name).or_else(|_| syn::parse_str::<Ident>(&format!("r#{name}"))).ok()
 }
 
@@ -258,10 +273,10 @@ pub(crate) fn element(input: &Input<'_>) -> TokenStream {
         .map(|field| {
             bounds.require(field.ty, &record_field);
             let (ty, member) = (field.ty, &field.member);
-            // NumPy names the fields of tuple structs f0, f1, ...
+            // A tuple struct's fields are named by `record`, by their place in the descr.
             let name = match member {
-                syn::Member::Named(ident) => ident.to_string(),
-                syn::Member::Unnamed(index) => format!("f{}", index.index),
+                syn::Member::Named(ident) => ident.unraw().to_string(),
+                syn::Member::Unnamed(_) => String::new(),
             };
             let describe = quote_spanned!(ty.span()=> <#ty as #record_field>::describe());
             quote!((#name, ::core::mem::offset_of!(Self, #member), #describe))

@@ -110,16 +110,19 @@ pub fn export(args: TokenStream, item: TokenStream) -> TokenStream {
 /// - `mask`: a field whose type itself implements `CudaArrayInterface`. Version 1 and later.
 /// - `stream`: the stream the data is ordered on, an `AsStream`: a `Stream`, a raw handle
 ///   as `usize`, an `Option` of either, cudarc's `Arc<CudaStream>`, a `TrackedStream`.
-///   Shared by every array of the struct; version 3 only. When it is not the buffer's own
-///   stream, the buffer's pending work is ordered before it on export
-///   (`DeviceBuffer::order_before`).
+///   Shared by every buffer array of the struct (not a nested one, below); version 3
+///   only. When it is not the buffer's own stream, the buffer's pending work is ordered
+///   before it on export (`DeviceBuffer::order_before`).
 /// - `array = "name"`: with a role, the field belongs to the named array `name`; without
 ///   one, the field is itself an array (its type implements the trait). A bare `array`
-///   names it after the field.
+///   names it after the field. Such a nested array (and a mask) is described by its own
+///   type, with its own version and stream: where its data is ordered is known there. A
+///   nested array behind a shared pointer (`&T`, `Rc<T>`, `Arc<T>`) is read-only.
 ///
 /// Struct attributes:
-/// - `readonly`: consumers must not write.
-/// - `version = N`: the CUDA Array Interface version to export, 0 to 3 (default 3).
+/// - `readonly`: consumers must not write any array of the struct, nested ones included.
+/// - `version = N`: the CUDA Array Interface version to export, 0 to 3 (default 3), for
+///   the struct's buffer arrays.
 /// - `shape = <expr>`, `strides = <expr>`: the struct's own array's shape (strides)
 ///   computed from its fields, an expression over `self` of an `AsShape` (`AsStrides`)
 ///   type, e.g. `#[cai(shape = [self.height, self.width])]`. Not with a `shape`
@@ -184,7 +187,10 @@ pub fn derive_array_interface(input: TokenStream) -> TokenStream {
 ///
 /// The record's typestr is `|V{size}` and its descr lists every field at its offset, with
 /// padding entries in the gaps and at the end, as `numpy.dtype` reads it. Fields take no
-/// `#[cai(...)]` attributes; tuple structs name their fields `f0`, `f1`, ... as NumPy does.
+/// `#[cai(...)]` attributes; a raw name (`r#type`) is exported without its `r#`. A tuple
+/// struct's field is named `f{i}`, `i` its place in the descr, padding entries counted, as
+/// NumPy names a descr's unnamed fields: `struct Pair(u8, f32)` has fields `f0` and `f2`
+/// (NumPy names the padding between them `f1`).
 #[proc_macro_derive(Element, attributes(cai))]
 pub fn derive_element(input: TokenStream) -> TokenStream {
     element(parse_macro_input!(input as DeriveInput)).into()

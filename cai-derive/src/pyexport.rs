@@ -34,8 +34,17 @@ struct Named {
 impl Parse for Args {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let mut args = Args::default();
+        let mut given: Vec<String> = Vec::new();
         while !input.is_empty() {
             let key: Ident = input.call(syn::ext::IdentExt::parse_any)?;
+            // `arrays(...)` may be split over several lists; any other argument is given once.
+            let text = key.to_string();
+            if !matches!(text.as_str(), "arrays" | "host_arrays") {
+                if given.contains(&text) {
+                    return Err(syn::Error::new_spanned(&key, format!("`{text}` is given twice")));
+                }
+                given.push(text);
+            }
             match key.to_string().as_str() {
                 "cuda" => args.cuda = Some(key.span()),
                 "host" => args.host = Some(key.span()),
@@ -50,6 +59,7 @@ impl Parse for Args {
                         ));
                     }
                     let host = key == "host_arrays";
+                    let host_list = host;
                     let slot = if host { &mut args.host_arrays } else { &mut args.arrays };
                     let named = slot.get_or_insert_with(|| Named { names: Vec::new(), span: key.span(), host });
                     for name in names {
@@ -57,6 +67,22 @@ impl Parse for Args {
                             return Err(syn::Error::new_spanned(&name, format!("`{name}` is listed twice")));
                         }
                         named.names.push(name);
+                    }
+                    // One property per name: a device and a host array cannot share one.
+                    if let (Some(device), Some(host)) = (&args.arrays, &args.host_arrays) {
+                        let (this, other) = if host_list { (host, device) } else { (device, host) };
+                        if let Some(name) =
+                            this.names.iter().find(|n| other.names.iter().any(|o| o.unraw() == n.unraw()))
+                        {
+                            return Err(syn::Error::new_spanned(
+                                name,
+                                format!(
+                                    "`{}` is listed in both `arrays(...)` and `host_arrays(...)`: each name is one \
+                                     property, of a device or of a host array",
+                                    name.unraw()
+                                ),
+                            ));
+                        }
                     }
                 }
                 "options" => {
@@ -158,8 +184,9 @@ fn expand_block(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream
     let ty = &block.self_ty;
     let mut table = Table { types: Vec::new(), values: Vec::new() };
     let mut items: Vec<TokenStream> = Vec::new();
-    let getter = |attr: &str, fn_name: Ident, body: TokenStream, ret: TokenStream| {
-        let attr = Ident::new(attr, Span::call_site());
+    // `attr` may be raw (`r#type`, an array named by a keyword): pyo3 names the property
+    // without the `r#` (a string would not do: pyo3 parses it as an identifier).
+    let getter = |attr: Ident, fn_name: Ident, body: TokenStream, ret: TokenStream| {
         quote! {
             #[getter(#attr)]
             fn #fn_name<'py>(slf: &#py::Bound<'py, Self>) -> #py::PyResult<#ret> {
@@ -175,7 +202,13 @@ fn expand_block(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream
     let device_type = quote!(for<'py> fn(&#py::Bound<'py, Self>) -> #py::PyResult<(i32, i32)>);
     let dlpack_method = |index: &syn::Index| {
         quote! {
-            #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
+            #[pyo3(signature = (
+                *,
+                stream = ::core::option::Option::None,
+                max_version = ::core::option::Option::None,
+                dl_device = ::core::option::Option::None,
+                copy = ::core::option::Option::None,
+            ))]
             fn __dlpack__<'py>(
                 slf: &#py::Bound<'py, Self>,
                 stream: #arg,
@@ -206,7 +239,7 @@ fn expand_block(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream
         let interface =
             table.push(interface_type.clone(), quote_spanned!(*span=> |slf| #at::cuda_interface_with(slf, #options)));
         items.push(getter(
-            "__cuda_array_interface__",
+            Ident::new("__cuda_array_interface__", Span::call_site()),
             format_ident!("__cai_cuda_array_interface"),
             quote!((Self::__CAI_PY_EXPORT.#interface)(slf)),
             dict.clone(),
@@ -225,7 +258,7 @@ fn expand_block(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream
         let at = private_at(*span);
         let interface = table.push(interface_type.clone(), quote_spanned!(*span=> |slf| #at::host_interface(slf)));
         items.push(getter(
-            "__array_interface__",
+            Ident::new("__array_interface__", Span::call_site()),
             format_ident!("__cai_array_interface"),
             quote!((Self::__CAI_PY_EXPORT.#interface)(slf)),
             dict.clone(),
@@ -287,7 +320,7 @@ fn expand_block(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream
         let texts: Vec<String> = named.names.iter().map(|n| n.unraw().to_string()).collect();
         for (name, text) in named.names.iter().zip(&texts) {
             let fn_name = format_ident!("{}{}", prefix, name.unraw());
-            items.push(getter(text, fn_name, quote!((Self::__CAI_PY_EXPORT.#index)(slf, #text)), view.clone()));
+            items.push(getter(name.clone(), fn_name, quote!((Self::__CAI_PY_EXPORT.#index)(slf, #text)), view.clone()));
             // The derive's names are the fields of `Self::__cai_cuda_arrays`: an unknown name
             // is rustc's "no field" error on the name, with the valid names listed.
             let holder_path = quote_spanned!(span=> Self::#names_const);

@@ -222,6 +222,27 @@ def test_named_host_arrays_share_memory_with_rust():
     assert np.shares_memory(xyz, np.asarray(cloud.xyz))
 
 
+def test_arrays_named_by_keywords_records_of_tuple_structs_and_shared_nested_arrays():
+    k = fx.Keywords()
+    # Raw names in Rust (`r#type`, `r#in`) are plain properties in Python.
+    assert {"type", "in", "shared"} <= set(type(k).__dict__)
+    np.testing.assert_array_equal(np.asarray(k), [1.0, 2.0])
+    # A tuple struct's fields are named by their place in the descr, so that NumPy's own
+    # name for the padding between them (f1) is not one of theirs.
+    assert k.type.descr == [("f0", "|u1"), ("", "|V3"), ("f2", "<f4")]
+    pairs = np.asarray(k.type)
+    assert pairs.dtype.names == ("f0", "f1", "f2") and pairs.dtype.itemsize == 8
+    assert pairs["f0"].tolist() == [1, 2] and pairs["f2"].tolist() == [0.5, 1.5]
+    assert np.from_dlpack(k).tolist() == [1.0, 2.0]
+    # A nested array owned by the struct is writable; one behind an Arc, shared with
+    # other holders, is read-only.
+    owned = getattr(k, "in")
+    assert not owned.readonly and np.asarray(owned).flags.writeable
+    assert k.shared.readonly and not np.asarray(k.shared).flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        np.asarray(k.shared)[0] = 1.0
+
+
 def test_export_does_not_leak():
     d = fx.DeviceMatrix(DEVICE, 12, [3, 4], stream=1)
     before = sys.getrefcount(d)

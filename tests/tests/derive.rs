@@ -173,6 +173,70 @@ fn several_named_arrays() {
     assert!(cloud.cuda_array("nope").is_none());
 }
 
+#[derive(ArrayInterface)]
+struct Column {
+    #[cai(data)]
+    values: Vec<f32>,
+}
+
+/// Nested arrays held every way a field can hold them.
+#[derive(ArrayInterface)]
+struct Holders<'a> {
+    #[cai(array)]
+    owned: Column,
+    #[cai(array)]
+    boxed: Box<Column>,
+    #[cai(array)]
+    unique: &'a mut Column,
+    #[cai(array)]
+    borrowed: &'a Column,
+    #[cai(array)]
+    rc: std::rc::Rc<Column>,
+    #[cai(array)]
+    arc: std::sync::Arc<Column>,
+}
+
+/// Buffer and nested arrays interleaved, a raw name, a name that is no identifier.
+#[derive(ArrayInterface)]
+#[cai(readonly)]
+struct ReadOnlyMixed {
+    #[cai(array)]
+    first: Column,
+    #[cai(data, array = "second")]
+    second: Vec<u8>,
+    #[cai(array)]
+    r#in: Column,
+    #[cai(data, array = "1e")]
+    odd: Vec<u16>,
+}
+
+#[test]
+fn nested_arrays_behind_shared_pointers_or_in_a_readonly_struct_are_read_only() {
+    let column = || Column { values: vec![1.0; 3] };
+    let (mut unique, borrowed) = (column(), column());
+    let holders = Holders {
+        owned: column(),
+        boxed: Box::new(column()),
+        unique: &mut unique,
+        borrowed: &borrowed,
+        rc: std::rc::Rc::new(column()),
+        arc: std::sync::Arc::new(column()),
+    };
+    assert_eq!(Holders::NAMES, ["owned", "boxed", "unique", "borrowed", "rc", "arc"]);
+    let readonly: Vec<_> = holders.arrays().into_iter().map(|(name, d)| (name, d.unwrap().readonly)).collect();
+    assert_eq!(
+        readonly,
+        [("owned", false), ("boxed", false), ("unique", false), ("borrowed", true), ("rc", true), ("arc", true)]
+    );
+
+    let mixed = ReadOnlyMixed { first: column(), second: vec![0; 2], r#in: column(), odd: vec![0; 4] };
+    // Declaration order, nested and buffer arrays alike; `r#in` is `in`.
+    assert_eq!(ReadOnlyMixed::NAMES, ["first", "second", "in", "1e"]);
+    let arrays = mixed.arrays();
+    assert!(arrays.iter().all(|(_, d)| d.as_ref().unwrap().readonly), "{arrays:?}");
+    assert_eq!(mixed.array("1e").unwrap().unwrap().shape, [4]);
+}
+
 #[derive(CudaArrayInterface)]
 struct Masked {
     #[cai(data)]
@@ -281,6 +345,13 @@ struct Packed {
 #[repr(C)]
 struct Pair(u16, Particle);
 
+#[derive(Clone, Copy, Element)]
+#[repr(C)]
+struct Keyworded {
+    r#type: u8,
+    r#match: f32,
+}
+
 #[test]
 fn records_match_rust_layout() {
     assert_eq!(Particle::TYPESTR, TypeStr::void(size_of::<Particle>()));
@@ -308,7 +379,11 @@ fn records_match_rust_layout() {
     let pair = Pair::descr();
     assert_eq!(pair.layout().unwrap()[1].offset, offset_of!(Pair, 1));
     assert!(matches!(&pair.fields[2].ty, FieldType::Record(inner) if *inner == Particle::descr()));
-    assert_eq!(pair.fields[0].name, "f0");
+    // Named by their place in the descr: NumPy names the padding between them `f1`.
+    let names: Vec<_> = pair.fields.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["f0", "", "f2"]);
+    assert_eq!(pair.fields[1], Field::padding(offset_of!(Pair, 1) - size_of::<u16>()));
+    assert_eq!(Keyworded::descr().to_string(), "[('type', '|u1'), ('', '|V3'), ('match', '<f4')]");
 }
 
 #[derive(ArrayInterface)]

@@ -2,6 +2,16 @@
 //! name: generated code must name everything by absolute path.
 #![no_implicit_prelude]
 
+/// Items named as the generated code's locals would be, were they not prefixed: a pattern
+/// `let layout = ...` would match this constant, a closure `|export| ...` this struct.
+#[allow(non_upper_case_globals, dead_code)]
+const layout: u8 = 0;
+
+/// See `layout`.
+#[allow(non_camel_case_types, dead_code)]
+#[derive(::core::fmt::Debug)]
+pub struct export;
+
 /// A host array whose shape is computed from its fields.
 #[derive(::renamed::ArrayInterface)]
 #[cai(crate = "::renamed", shape = [self.rows, self.cols], readonly)]

@@ -253,6 +253,54 @@ impl HostCloud {
     }
 }
 
+/// A record declared as a tuple struct, with padding between its fields: they are named
+/// `f0` and `f2`, and NumPy names the padding `f1`.
+#[derive(Clone, Copy, Element)]
+#[repr(C)]
+struct TuplePair(u8, f32);
+
+/// A host vector of f32, nested in [`no_prelude::Keywords`].
+#[derive(ArrayInterface)]
+struct Column {
+    #[cai(data)]
+    values: Vec<f32>,
+}
+
+/// Generated code names everything by absolute path: a class derived and exported in a
+/// module without a prelude, with arrays named by keywords (raw in Rust, plain in Python).
+#[no_implicit_prelude]
+mod no_prelude {
+    /// Named host arrays: `type` (records of a tuple struct), `in` (nested, owned) and
+    /// `shared` (nested behind an `Arc`, so read-only).
+    #[::pyo3::pyclass]
+    #[derive(::cai_core::ArrayInterface)]
+    pub(crate) struct Keywords {
+        #[cai(data)]
+        values: ::std::vec::Vec<f32>,
+        #[cai(data, array = "type")]
+        pairs: ::std::vec::Vec<super::TuplePair>,
+        #[cai(array)]
+        r#in: super::Column,
+        #[cai(array)]
+        shared: ::std::sync::Arc<super::Column>,
+    }
+
+    #[::cai_py::export(host, host_arrays(r#type, r#in, shared))]
+    #[::pyo3::pymethods]
+    impl Keywords {
+        #[new]
+        fn new() -> Self {
+            let column = |values: &[f32]| super::Column { values: values.to_vec() };
+            Keywords {
+                values: ::std::vec![1.0, 2.0],
+                pairs: ::std::vec![super::TuplePair(1, 0.5), super::TuplePair(2, 1.5)],
+                r#in: column(&[3.0, 4.0, 5.0]),
+                shared: ::std::sync::Arc::new(column(&[6.0])),
+            }
+        }
+    }
+}
+
 /// A device array that is only described (its address is never dereferenced).
 #[pyclass]
 #[derive(CudaArrayInterface)]
@@ -956,6 +1004,7 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<AlignedVector>()?;
     m.add_class::<Particles>()?;
     m.add_class::<HostCloud>()?;
+    m.add_class::<no_prelude::Keywords>()?;
     m.add_class::<GrowingVector>()?;
     m.add_class::<DeviceMatrix>()?;
     m.add_class::<DeviceV2>()?;
