@@ -168,18 +168,30 @@ impl Descriptor {
     pub fn size(&self) -> Result<usize> {
         let mut count: usize = 1;
         let mut empty = false;
+        // An empty array has no elements to count: its message says what is bounded.
+        let too_many = |what_empty: &'static str, what: &'static str| {
+            self.overflow("shape", if self.shape.contains(&0) { what_empty } else { what })
+        };
         for &n in &self.shape {
             if n == 0 {
                 empty = true;
             } else {
-                count = count
-                    .checked_mul(n)
-                    .ok_or_else(|| self.overflow("shape", "the number of elements exceeds usize"))?;
+                count = count.checked_mul(n).ok_or_else(|| {
+                    too_many(
+                        "the product of its non-zero dimensions exceeds usize (bounded as NumPy bounds it, though the \
+                         array is empty)",
+                        "the number of elements exceeds usize",
+                    )
+                })?;
             }
         }
         let fits = count.checked_mul(self.itemsize().max(1)).is_some_and(|bytes| isize::try_from(bytes).is_ok());
         if !fits {
-            return Err(self.overflow("shape", "the number of bytes exceeds isize"));
+            return Err(too_many(
+                "the product of its non-zero dimensions and the item size exceeds isize (bounded as NumPy bounds it, \
+                 though the array is empty)",
+                "the number of bytes exceeds isize",
+            ));
         }
         Ok(if empty { 0 } else { count })
     }

@@ -56,7 +56,11 @@ VALUE_ERRORS = [
     (bad(data=(-1, False)), "data: the pointer is negative: -1"),
     (bad(data=(2**64, False)), "data: .* does not fit in 64 bits"),
     (bad(shape=(-1,)), r"shape: \(-1,\) \(tuple\) has a dimension that is negative: -1"),
-    (bad(shape=(2**62, 2**62)), "shape: .* overflows"),
+    (bad(shape=(2**62, 2**62)), r"shape: \(4611686018427387904, 4611686018427387904\) overflows: the number of elements"),
+    (bad(shape=(2**60, 2)), r"shape: .* overflows: the number of bytes exceeds isize$"),
+    # Bounded as NumPy bounds it, though there is no element to count.
+    (bad(shape=(0, 2**62, 2**62)), r"shape: .* overflows: the product of its non-zero dimensions exceeds usize"),
+    (bad(shape=(2**60, 0, 2)), r"shape: .* the product of its non-zero dimensions and the item size exceeds isize"),
     (bad(strides=(2**62,), shape=(4,)), "strides: .* overflows"),
     (bad(version=-1), "version: -1 is negative"),
     (bad(version=4, stream=None, extra=1), "version: 4 is newer"),
