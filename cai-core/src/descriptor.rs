@@ -121,6 +121,20 @@ impl Descriptor {
         Descriptor { readonly, ..self }
     }
 
+    /// The same array read-only, and its mask (and the mask's mask) too: what a consumer
+    /// of memory it must not write gets.
+    pub fn into_read_only(mut self) -> Descriptor {
+        let mut d = &mut self;
+        loop {
+            d.readonly = true;
+            match d.mask.as_deref_mut() {
+                Some(mask) => d = mask,
+                None => break,
+            }
+        }
+        self
+    }
+
     /// The same array declaring another interface version.
     pub fn with_version(self, version: u32) -> Descriptor {
         Descriptor { version, ..self }
@@ -168,30 +182,16 @@ impl Descriptor {
     pub fn size(&self) -> Result<usize> {
         let mut count: usize = 1;
         let mut empty = false;
-        // An empty array has no elements to count: its message says what is bounded.
-        let too_many = |what_empty: &'static str, what: &'static str| {
-            self.overflow("shape", if self.shape.contains(&0) { what_empty } else { what })
-        };
         for &n in &self.shape {
             if n == 0 {
                 empty = true;
             } else {
-                count = count.checked_mul(n).ok_or_else(|| {
-                    too_many(
-                        "the product of its non-zero dimensions exceeds usize (bounded as NumPy bounds it, though the \
-                         array is empty)",
-                        "the number of elements exceeds usize",
-                    )
-                })?;
+                count = count.checked_mul(n).ok_or_else(|| self.size_overflow(false))?;
             }
         }
         let fits = count.checked_mul(self.itemsize().max(1)).is_some_and(|bytes| isize::try_from(bytes).is_ok());
         if !fits {
-            return Err(too_many(
-                "the product of its non-zero dimensions and the item size exceeds isize (bounded as NumPy bounds it, \
-                 though the array is empty)",
-                "the number of bytes exceeds isize",
-            ));
+            return Err(self.size_overflow(true));
         }
         Ok(if empty { 0 } else { count })
     }
@@ -467,6 +467,25 @@ impl Descriptor {
             value: format!("0x{:x}", self.data),
             detail: "the array's bytes would lie outside the address space",
         }
+    }
+
+    /// The error of [`size`](Self::size): too many elements, or (`bytes`) too many bytes.
+    /// An empty array has no elements to count: its message says what is bounded.
+    #[cold]
+    fn size_overflow(&self, bytes: bool) -> Error {
+        let detail = match (self.shape.contains(&0), bytes) {
+            (false, false) => "the number of elements exceeds usize",
+            (false, true) => "the number of bytes exceeds isize",
+            (true, false) => {
+                "the product of its non-zero dimensions exceeds usize (bounded as NumPy bounds it, though the array \
+                 is empty)"
+            }
+            (true, true) => {
+                "the product of its non-zero dimensions and the item size exceeds isize (bounded as NumPy bounds it, \
+                 though the array is empty)"
+            }
+        };
+        self.overflow("shape", detail)
     }
 
     #[cold]

@@ -98,10 +98,10 @@ pub trait NamedArrays {
 /// it through `&` assumes that nobody writes it: a consumer must not (as `&[T]`, a
 /// `HostBuffer`, is exported read-only).
 fn shared_if(shared: bool, descriptor: Result<Descriptor>) -> Result<Descriptor> {
-    descriptor.map(|mut d| {
-        d.readonly |= shared;
-        d
-    })
+    match shared {
+        true => descriptor.map(Descriptor::into_read_only),
+        false => descriptor,
+    }
 }
 
 // The pointer impls are left out of "the following other types implement" lists: an error

@@ -108,12 +108,9 @@ impl Export {
     }
 }
 
-/// A nested array of a `readonly` struct: read-only, whatever its own type says.
+/// A nested array or a mask of a `readonly` struct: read-only, whatever its own type says.
 pub fn read_only(descriptor: Result<Descriptor>) -> Result<Descriptor> {
-    descriptor.map(|mut d| {
-        d.readonly = true;
-        d
-    })
+    descriptor.map(Descriptor::into_read_only)
 }
 
 /// A field type of a `#[derive(Element)]` record: an [`Element`], or an array of them (a

@@ -33,9 +33,9 @@ const _: () = {
         const NAMES: &'static [&'static str] = &[];
         fn cuda_array(
             &self,
-            name: &::core::primitive::str,
+            __cai_name: &::core::primitive::str,
         ) -> ::core::option::Option<::cai_core::Result<::cai_core::Descriptor>> {
-            match name {
+            match __cai_name {
                 _ => ::core::option::Option::None,
             }
         }

@@ -5,11 +5,11 @@ impl Cloud {
     }
     #[getter(__cuda_array_interface__)]
     fn __cai_cuda_array_interface<'py>(
-        slf: &::cai_py::__private::pyo3::Bound<'py, Self>,
+        __cai_slf: &::cai_py::__private::pyo3::Bound<'py, Self>,
     ) -> ::cai_py::__private::pyo3::PyResult<
         ::cai_py::__private::pyo3::Bound<'py, ::cai_py::__private::pyo3::types::PyDict>,
     > {
-        (Self::__CAI_PY_EXPORT.0)(slf)
+        (Self::__CAI_PY_EXPORT.0)(__cai_slf)
     }
     #[pyo3(
         signature = (
@@ -18,10 +18,11 @@ impl Cloud {
             max_version = ::core::option::Option::None,
             dl_device = ::core::option::Option::None,
             copy = ::core::option::Option::None,
-        )
+        ),
+        text_signature = "($self, *, stream=None, max_version=None, dl_device=None, copy=None)",
     )]
     fn __dlpack__<'py>(
-        slf: &::cai_py::__private::pyo3::Bound<'py, Self>,
+        __cai_slf: &::cai_py::__private::pyo3::Bound<'py, Self>,
         stream: ::core::option::Option<
             &::cai_py::__private::pyo3::Bound<'py, ::cai_py::__private::pyo3::PyAny>,
         >,
@@ -37,28 +38,28 @@ impl Cloud {
     ) -> ::cai_py::__private::pyo3::PyResult<
         ::cai_py::__private::pyo3::Bound<'py, ::cai_py::__private::pyo3::PyAny>,
     > {
-        (Self::__CAI_PY_EXPORT.1)(slf, stream, max_version, dl_device, copy)
+        (Self::__CAI_PY_EXPORT.1)(__cai_slf, stream, max_version, dl_device, copy)
     }
     fn __dlpack_device__(
-        slf: &::cai_py::__private::pyo3::Bound<'_, Self>,
+        __cai_slf: &::cai_py::__private::pyo3::Bound<'_, Self>,
     ) -> ::cai_py::__private::pyo3::PyResult<(i32, i32)> {
-        (Self::__CAI_PY_EXPORT.2)(slf)
+        (Self::__CAI_PY_EXPORT.2)(__cai_slf)
     }
     #[getter(xyz)]
     fn __cai_cuda_array_xyz<'py>(
-        slf: &::cai_py::__private::pyo3::Bound<'py, Self>,
+        __cai_slf: &::cai_py::__private::pyo3::Bound<'py, Self>,
     ) -> ::cai_py::__private::pyo3::PyResult<
         ::cai_py::__private::pyo3::Bound<'py, ::cai_py::__private::pyo3::PyAny>,
     > {
-        (Self::__CAI_PY_EXPORT.3)(slf, "xyz")
+        (Self::__CAI_PY_EXPORT.3)(__cai_slf, "xyz")
     }
     #[getter(rgb)]
     fn __cai_cuda_array_rgb<'py>(
-        slf: &::cai_py::__private::pyo3::Bound<'py, Self>,
+        __cai_slf: &::cai_py::__private::pyo3::Bound<'py, Self>,
     ) -> ::cai_py::__private::pyo3::PyResult<
         ::cai_py::__private::pyo3::Bound<'py, ::cai_py::__private::pyo3::PyAny>,
     > {
-        (Self::__CAI_PY_EXPORT.3)(slf, "rgb")
+        (Self::__CAI_PY_EXPORT.3)(__cai_slf, "rgb")
     }
 }
 impl Cloud {
@@ -134,25 +135,25 @@ impl Cloud {
             )
         }
         (
-            |slf| ::cai_py::__private::cuda_interface_with(
-                slf,
-                |this: &Self| this.export,
+            |__cai_slf| ::cai_py::__private::cuda_interface_with(
+                __cai_slf,
+                |__cai_this: &Self| __cai_this.export,
             ),
-            |slf, stream, max_version, dl_device, copy| {
+            |__cai_slf, stream, max_version, dl_device, copy| {
                 ::cai_py::__private::cuda_dlpack(
-                    slf,
-                    |this: &Self| this.export,
+                    __cai_slf,
+                    |__cai_this: &Self| __cai_this.export,
                     stream,
                     max_version,
                     dl_device,
                     copy,
                 )
             },
-            |slf| ::cai_py::__private::cuda_dlpack_device(slf),
-            |slf, name| ::cai_py::__private::cuda_named(
-                slf,
-                name,
-                |this: &Self| this.export,
+            |__cai_slf| ::cai_py::__private::cuda_dlpack_device(__cai_slf),
+            |__cai_slf, __cai_name| ::cai_py::__private::cuda_named(
+                __cai_slf,
+                __cai_name,
+                |__cai_this: &Self| __cai_this.export,
             ),
         )
     };

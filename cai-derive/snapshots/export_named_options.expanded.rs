@@ -2,11 +2,11 @@
 impl Cloud {
     #[getter(xyz)]
     fn __cai_cuda_array_xyz<'py>(
-        slf: &::cai_py::__private::pyo3::Bound<'py, Self>,
+        __cai_slf: &::cai_py::__private::pyo3::Bound<'py, Self>,
     ) -> ::cai_py::__private::pyo3::PyResult<
         ::cai_py::__private::pyo3::Bound<'py, ::cai_py::__private::pyo3::PyAny>,
     > {
-        (Self::__CAI_PY_EXPORT.0)(slf, "xyz")
+        (Self::__CAI_PY_EXPORT.0)(__cai_slf, "xyz")
     }
 }
 impl Cloud {
@@ -42,10 +42,10 @@ impl Cloud {
             )
         }
         (
-            |slf, name| ::cai_py::__private::cuda_named(
-                slf,
-                name,
-                |this: &Self| this.export,
+            |__cai_slf, __cai_name| ::cai_py::__private::cuda_named(
+                __cai_slf,
+                __cai_name,
+                |__cai_this: &Self| __cai_this.export,
             ),
         )
     };

@@ -24,9 +24,9 @@ const _: () = {
         const NAMES: &'static [&'static str] = &["rgb", "normals"];
         fn array(
             &self,
-            name: &::core::primitive::str,
+            __cai_name: &::core::primitive::str,
         ) -> ::core::option::Option<::cai_core::Result<::cai_core::Descriptor>> {
-            match name {
+            match __cai_name {
                 "rgb" => {
                     ::core::option::Option::Some({
                         let _ = <Vec<u8> as ::cai_core::HostBuffer>::len;

@@ -22,8 +22,16 @@ pub(crate) struct Field<'a> {
 }
 
 impl Field<'_> {
-    /// The field's name: `pixels` (`type` for `r#type`), or `0` for a tuple field.
+    /// The field's name as Rust writes it: `pixels`, `r#type`, or `0` for a tuple field.
     pub(crate) fn name(&self) -> String {
+        match &self.member {
+            Member::Named(ident) => ident.to_string(),
+            Member::Unnamed(index) => index.index.to_string(),
+        }
+    }
+
+    /// The name a bare `#[cai(array)]` gives the field's array: its name without `r#`.
+    pub(crate) fn array_name(&self) -> String {
         match &self.member {
             Member::Named(ident) => ident.unraw().to_string(),
             Member::Unnamed(index) => index.index.to_string(),

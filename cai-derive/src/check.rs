@@ -74,7 +74,7 @@ pub(crate) fn model<'a>(cx: &Ctxt, input: &'a Input<'a>, flavor: Flavor) -> Mode
     let mut stream = None;
     for (place, field) in input.fields.iter().enumerate() {
         check_array_has_a_name(cx, field);
-        let array_name = field.attrs.array.as_ref().map(|a| a.value.clone().unwrap_or_else(|| field.name()));
+        let array_name = field.attrs.array.as_ref().map(|a| a.value.clone().unwrap_or_else(|| field.array_name()));
         let Some(role) = &field.attrs.role else {
             if let Some(name) = array_name {
                 nested.push((name, field, place));

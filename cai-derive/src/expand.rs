@@ -145,6 +145,10 @@ fn array(krate: &TokenStream, names: &Names, model: &Model<'_>, array: &Array<'_
     });
     let mask = mask.map(|field| {
         let mask = nested(field, bounds);
+        let mask = match model.readonly {
+            true => quote!(#krate::__private::read_only(#mask)),
+            false => mask,
+        };
         quote!(.and_then(|__cai_export| __cai_export.mask(#mask)))
     });
     quote!({
@@ -208,7 +212,8 @@ fn field_ident(name: &str) -> Option<Ident> {
     let mut chars = name.chars();
     let first = chars.next()?;
     let identifier = (first == '_' || unicode_ident::is_xid_start(first)) && chars.all(unicode_ident::is_xid_continue);
-    if !identifier {
+    // Keywords that cannot be raw either (`r#self` is itself a lexer error).
+    if !identifier || matches!(name, "self" | "Self" | "super" | "crate" | "_") {
         return None;
     }
     syn::parse_str::<Ident>(name).or_else(|_| syn::parse_str::<Ident>(&format!("r#{name}"))).ok()
@@ -248,9 +253,9 @@ pub(crate) fn interface(input: &Input<'_>, model: &Model<'_>, flavor: Flavor) ->
 
                 fn #named_method(
                     &self,
-                    name: &::core::primitive::str,
+                    __cai_name: &::core::primitive::str,
                 ) -> ::core::option::Option<#krate::Result<#krate::Descriptor>> {
-                    match name {
+                    match __cai_name {
                         #(#labels => ::core::option::Option::Some(#named),)*
                         _ => ::core::option::Option::None,
                     }

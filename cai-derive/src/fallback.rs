@@ -30,7 +30,7 @@ pub(crate) fn interface(input: Option<&Input<'_>>, flavor: Flavor, errors: syn::
     let names: Vec<String> = input
         .fields
         .iter()
-        .filter_map(|f| f.attrs.array.as_ref().map(|a| a.value.clone().unwrap_or_else(|| f.name())))
+        .filter_map(|f| f.attrs.array.as_ref().map(|a| a.value.clone().unwrap_or_else(|| f.array_name())))
         .collect();
     let array_names = array_names(input, flavor, names.iter().map(String::as_str));
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();

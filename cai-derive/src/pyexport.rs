@@ -189,7 +189,7 @@ fn expand_block(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream
     let getter = |attr: Ident, fn_name: Ident, body: TokenStream, ret: TokenStream| {
         quote! {
             #[getter(#attr)]
-            fn #fn_name<'py>(slf: &#py::Bound<'py, Self>) -> #py::PyResult<#ret> {
+            fn #fn_name<'py>(__cai_slf: &#py::Bound<'py, Self>) -> #py::PyResult<#ret> {
                 #body
             }
         }
@@ -202,78 +202,86 @@ fn expand_block(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream
     let device_type = quote!(for<'py> fn(&#py::Bound<'py, Self>) -> #py::PyResult<(i32, i32)>);
     let dlpack_method = |index: &syn::Index| {
         quote! {
-            #[pyo3(signature = (
-                *,
-                stream = ::core::option::Option::None,
-                max_version = ::core::option::Option::None,
-                dl_device = ::core::option::Option::None,
-                copy = ::core::option::Option::None,
-            ))]
+            // The defaults by full path (no prelude needed), shown as Python writes them.
+            #[pyo3(
+                signature = (
+                    *,
+                    stream = ::core::option::Option::None,
+                    max_version = ::core::option::Option::None,
+                    dl_device = ::core::option::Option::None,
+                    copy = ::core::option::Option::None,
+                ),
+                text_signature = "($self, *, stream=None, max_version=None, dl_device=None, copy=None)",
+            )]
             fn __dlpack__<'py>(
-                slf: &#py::Bound<'py, Self>,
+                __cai_slf: &#py::Bound<'py, Self>,
                 stream: #arg,
                 max_version: #arg,
                 dl_device: #arg,
                 copy: #arg,
             ) -> #py::PyResult<#any> {
-                (Self::__CAI_PY_EXPORT.#index)(slf, stream, max_version, dl_device, copy)
+                (Self::__CAI_PY_EXPORT.#index)(__cai_slf, stream, max_version, dl_device, copy)
             }
         }
     };
     let device_method = |index: &syn::Index| {
         quote! {
-            fn __dlpack_device__(slf: &#py::Bound<'_, Self>) -> #py::PyResult<(i32, i32)> {
-                (Self::__CAI_PY_EXPORT.#index)(slf)
+            fn __dlpack_device__(__cai_slf: &#py::Bound<'_, Self>) -> #py::PyResult<(i32, i32)> {
+                (Self::__CAI_PY_EXPORT.#index)(__cai_slf)
             }
         }
     };
     // The per-object export options, for the device array and the named device arrays.
     let options = match &args.options {
-        Some(field) => quote!(|this: &Self| this.#field),
+        Some(field) => quote!(|__cai_this: &Self| __cai_this.#field),
         None => quote!(|_: &Self| ::core::default::Default::default()),
     };
     if let Some(span) = &args.cuda {
         let at = private_at(*span);
         // `__cuda_array_interface__`, and DLPack's `__dlpack__` / `__dlpack_device__` for
         // the same device array.
-        let interface =
-            table.push(interface_type.clone(), quote_spanned!(*span=> |slf| #at::cuda_interface_with(slf, #options)));
+        let interface = table.push(
+            interface_type.clone(),
+            quote_spanned!(*span=> |__cai_slf| #at::cuda_interface_with(__cai_slf, #options)),
+        );
         items.push(getter(
             Ident::new("__cuda_array_interface__", Span::call_site()),
             format_ident!("__cai_cuda_array_interface"),
-            quote!((Self::__CAI_PY_EXPORT.#interface)(slf)),
+            quote!((Self::__CAI_PY_EXPORT.#interface)(__cai_slf)),
             dict.clone(),
         ));
         let dlpack = table.push(
             dlpack_type.clone(),
-            quote_spanned!(*span=> |slf, stream, max_version, dl_device, copy| {
-                #at::cuda_dlpack(slf, #options, stream, max_version, dl_device, copy)
+            quote_spanned!(*span=> |__cai_slf, stream, max_version, dl_device, copy| {
+                #at::cuda_dlpack(__cai_slf, #options, stream, max_version, dl_device, copy)
             }),
         );
-        let device = table.push(device_type.clone(), quote_spanned!(*span=> |slf| #at::cuda_dlpack_device(slf)));
+        let device =
+            table.push(device_type.clone(), quote_spanned!(*span=> |__cai_slf| #at::cuda_dlpack_device(__cai_slf)));
         items.push(dlpack_method(&dlpack));
         items.push(device_method(&device));
     }
     if let Some(span) = &args.host {
         let at = private_at(*span);
-        let interface = table.push(interface_type.clone(), quote_spanned!(*span=> |slf| #at::host_interface(slf)));
+        let interface =
+            table.push(interface_type.clone(), quote_spanned!(*span=> |__cai_slf| #at::host_interface(__cai_slf)));
         items.push(getter(
             Ident::new("__array_interface__", Span::call_site()),
             format_ident!("__cai_array_interface"),
-            quote!((Self::__CAI_PY_EXPORT.#interface)(slf)),
+            quote!((Self::__CAI_PY_EXPORT.#interface)(__cai_slf)),
             dict.clone(),
         ));
         // With `cuda` too, DLPack exports the device array.
         if args.cuda.is_none() {
             let dlpack = table.push(
                 dlpack_type.clone(),
-                quote_spanned!(*span=> |slf, stream, max_version, dl_device, copy| {
-                    #at::host_dlpack(slf, stream, max_version, dl_device, copy)
+                quote_spanned!(*span=> |__cai_slf, stream, max_version, dl_device, copy| {
+                    #at::host_dlpack(__cai_slf, stream, max_version, dl_device, copy)
                 }),
             );
             let device = table.push(
                 device_type.clone(),
-                quote_spanned!(*span=> |slf| ::core::result::Result::Ok(#at::host_dlpack_device(slf))),
+                quote_spanned!(*span=> |__cai_slf| ::core::result::Result::Ok(#at::host_dlpack_device(__cai_slf))),
             );
             items.push(dlpack_method(&dlpack));
             items.push(device_method(&device));
@@ -312,15 +320,20 @@ fn expand_block(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream
         let index = table.push(
             quote!(for<'py> fn(&#py::Bound<'py, Self>, &::core::primitive::str) -> #py::PyResult<#view>),
             if named.host {
-                quote_spanned!(span=> |slf, name| #at::#call(slf, name))
+                quote_spanned!(span=> |__cai_slf, __cai_name| #at::#call(__cai_slf, __cai_name))
             } else {
-                quote_spanned!(span=> |slf, name| #at::#call(slf, name, #options))
+                quote_spanned!(span=> |__cai_slf, __cai_name| #at::#call(__cai_slf, __cai_name, #options))
             },
         );
         let texts: Vec<String> = named.names.iter().map(|n| n.unraw().to_string()).collect();
         for (name, text) in named.names.iter().zip(&texts) {
             let fn_name = format_ident!("{}{}", prefix, name.unraw());
-            items.push(getter(name.clone(), fn_name, quote!((Self::__CAI_PY_EXPORT.#index)(slf, #text)), view.clone()));
+            items.push(getter(
+                name.clone(),
+                fn_name,
+                quote!((Self::__CAI_PY_EXPORT.#index)(__cai_slf, #text)),
+                view.clone(),
+            ));
             // The derive's names are the fields of `Self::__cai_cuda_arrays`: an unknown name
             // is rustc's "no field" error on the name, with the valid names listed.
             let holder_path = quote_spanned!(span=> Self::#names_const);

@@ -3,7 +3,7 @@
 use cai_core::sync::SyncPolicy;
 use cai_core::Stream;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyInt, PyString};
+use pyo3::types::{PyBool, PyDict, PyString};
 
 use crate::config::{self, Config};
 use crate::error::{received, received_int, Problem};
@@ -82,11 +82,14 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
         match int_like::<usize>(h)? {
             IntLike::Value(handle) => Ok(handle),
             // An int-like's text may not show the int its `__index__` gave.
-            IntLike::OutOfRange(Some(index)) if !h.is_instance_of::<PyInt>() => {
-                let gave = crate::shown::shown(index.as_any())?;
-                Err(not_handle(value, source, &format!(" (its __index__ gave {gave})")))
+            IntLike::OutOfRange(index) => {
+                let shown = crate::shown::shown(h)?;
+                match crate::error::index_not_shown(h, &shown, index.as_ref())? {
+                    Some(gave) => Err(not_handle(value, source, &format!(" (the handle's __index__ gave {gave})"))),
+                    None => Err(not_handle(value, source, "")),
+                }
             }
-            IntLike::OutOfRange(_) | IntLike::NotInt => Err(not_handle(value, source, "")),
+            IntLike::NotInt => Err(not_handle(value, source, "")),
         }
     };
     let handle = if let Some(method) = obj.getattr_opt(pyo3::intern!(py, "__cuda_stream__"))? {
@@ -428,19 +431,13 @@ pub fn configure<'py>(
                 IntLike::Value(3) => Some(3),
                 IntLike::NotInt => return Err(wrong_type()?),
                 // An int-like's message says what its `__index__` gave as well.
-                IntLike::Value(n) if !v.is_exact_instance_of::<PyInt>() => {
-                    return Err(Problem::value_error(format!(
-                        "export_version: {} gave {n}, which is not 2 or 3",
-                        received(v)?
-                    ))
-                    .into())
+                IntLike::Value(n) => {
+                    let shown = received_int(v, Some(&n.into_pyobject(py)?))?;
+                    return Err(Problem::value_error(format!("export_version: {shown} is not 2 or 3")).into());
                 }
                 IntLike::OutOfRange(index) => {
                     let shown = received_int(v, index.as_ref())?;
                     return Err(Problem::value_error(format!("export_version: {shown} is not 2 or 3")).into());
-                }
-                IntLike::Value(_) => {
-                    return Err(Problem::value_error(format!("export_version: {} is not 2 or 3", received(v)?)).into())
                 }
             }
         }

@@ -659,7 +659,7 @@ pub(crate) fn export<'py>(
         return Err(buffer_error(
             "data: a read-only array cannot be exported through a legacy DLPack capsule, which cannot say read-only; \
              ask for a versioned one (max_version=(1, 0)) or a copy (copy=True); a consumer that asks for neither \
-             (jax.numpy.from_dlpack) can copy it through the array interfaces instead (jax.numpy.asarray)"
+             (jax.numpy.from_dlpack) can copy it through the array interfaces instead (jax.numpy.array)"
                 .to_owned(),
         ));
     }

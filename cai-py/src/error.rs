@@ -143,15 +143,30 @@ pub(crate) fn received(value: &Bound<'_, PyAny>) -> PyResult<String> {
 /// whose text does not show `index`, the int its `__index__` gave, is shown with it, as in
 /// `<Size object at 0x7f..> (Size; its __index__ gave 1180591620717411303424)`.
 pub(crate) fn received_int(value: &Bound<'_, PyAny>, index: Option<&Bound<'_, PyInt>>) -> PyResult<String> {
-    let Some(index) = index.filter(|_| !value.is_instance_of::<PyInt>()) else { return received(value) };
     let shown = crate::shown::shown(value)?;
-    let gave = crate::shown::shown(index.as_any())?;
+    let note = index_not_shown(value, &shown, index)?;
     let name = type_name(value)?;
-    Ok(if shown.contains(&gave) {
-        format!("{shown} ({name})")
-    } else {
-        format!("{shown} ({name}; its __index__ gave {gave})")
+    Ok(match note {
+        Some(gave) => format!("{shown} ({name}; its __index__ gave {gave})"),
+        None => format!("{shown} ({name})"),
     })
+}
+
+/// The text of `index`, the int that `value`'s `__index__` gave, unless `value` is an int
+/// or its text `shown` shows that int already (as a whole number, not a part of a number,
+/// a hex address or a name).
+pub(crate) fn index_not_shown(
+    value: &Bound<'_, PyAny>,
+    shown: &str,
+    index: Option<&Bound<'_, PyInt>>,
+) -> PyResult<Option<String>> {
+    let Some(index) = index.filter(|_| !value.is_instance_of::<PyInt>()) else { return Ok(None) };
+    let gave = crate::shown::shown(index.as_any())?;
+    let joined = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.');
+    let whole = shown
+        .match_indices(gave.as_str())
+        .any(|(at, _)| !joined(shown[..at].chars().next_back()) && !joined(shown[at + gave.len()..].chars().next()));
+    Ok((!whole).then_some(gave))
 }
 
 /// The `TypeError` of pickling or copying a view or tensor of class `name`, for every

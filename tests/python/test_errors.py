@@ -168,13 +168,32 @@ def test_int_like_arguments_past_64_bits_are_named_with_the_int_they_gave():
     with pytest.raises(
         ValueError,
         match=r"^stream: \.cuda_stream gave <.*> \(BigIndex\), which is not a stream handle "
-        r"\(its __index__ gave 1180591620717411303424\)",
+        r"\(the handle's __index__ gave 1180591620717411303424\)",
     ):
         cai.as_cuda_array(Producer(cai_dict()), stream=Stream())
     # NumPy's integers show their value: it is not repeated.
     np = pytest.importorskip("numpy")
     with pytest.raises(ValueError, match=r"^max_version: np.uint64\(9223372036854775808\) \(uint64\) is out of range"):
         view.__dlpack__(max_version=(np.uint64(2**63), 0))
+
+    class NumPyStream:
+        cuda_stream = np.int64(-5)
+
+    with pytest.raises(ValueError, match=r"^stream: \.cuda_stream gave np.int64\(-5\) \(int64\), which is not a stream handle$"):
+        cai.as_cuda_array(Producer(cai_dict()), stream=NumPyStream())
+
+    # Shown only as a whole number: a longer number in the text that contains it is not it.
+    class Longer:
+        def __index__(self):
+            return 2**64
+
+        def __repr__(self):
+            return "Longer(184467440737095516160)"
+
+    with pytest.raises(
+        ValueError, match=r"^ptr: Longer\(184467440737095516160\) \(Longer; its __index__ gave 18446744073709551616\)"
+    ):
+        cai.pointer_attributes(Longer())
 
 
 def test_integer_stream_needs_a_driver_to_synchronize():

@@ -222,6 +222,13 @@ def test_named_host_arrays_share_memory_with_rust():
     assert np.shares_memory(xyz, np.asarray(cloud.xyz))
 
 
+def test_derived_dlpack_signatures_show_their_defaults():
+    import inspect
+
+    for obj in (fx.DeviceMatrix(DEVICE, 12, [3, 4], stream=1), fx.Keywords()):
+        assert str(inspect.signature(obj.__dlpack__)) == "(*, stream=None, max_version=None, dl_device=None, copy=None)"
+
+
 def test_arrays_named_by_keywords_records_of_tuple_structs_and_shared_nested_arrays():
     k = fx.Keywords()
     # Raw names in Rust (`r#type`, `r#in`) are plain properties in Python.

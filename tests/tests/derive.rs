@@ -210,6 +210,43 @@ struct ReadOnlyMixed {
     odd: Vec<u16>,
 }
 
+/// A host array with a mask, for the read-only rules of masks.
+#[derive(ArrayInterface)]
+struct HostMasked {
+    #[cai(data)]
+    values: Vec<f32>,
+    #[cai(mask)]
+    valid: Column,
+}
+
+/// A read-only struct's own mask.
+#[derive(ArrayInterface)]
+#[cai(readonly)]
+struct ReadOnlyMasked {
+    #[cai(data)]
+    values: Vec<f32>,
+    #[cai(mask)]
+    valid: Column,
+    #[cai(data, array = "self")]
+    itself: Vec<u8>,
+}
+
+#[test]
+fn masks_are_read_only_with_their_array() {
+    let masked = || HostMasked { values: vec![0.0; 2], valid: Column { values: vec![1.0; 2] } };
+    let own = masked().array_interface().unwrap();
+    assert!(!own.readonly && !own.mask.unwrap().readonly);
+    let shared = std::sync::Arc::new(masked()).array_interface().unwrap();
+    assert!(shared.readonly && shared.mask.unwrap().readonly, "a mask reached through an Arc");
+    let values = vec![0.0; 2];
+    let read_only = ReadOnlyMasked { values, valid: Column { values: vec![1.0; 2] }, itself: vec![0; 3] }
+        .array_interface()
+        .unwrap();
+    assert!(read_only.readonly && read_only.mask.unwrap().readonly, "a readonly struct's mask");
+    // A name that no field could have (`r#self` is no identifier) is still a name.
+    assert_eq!(ReadOnlyMasked::NAMES, ["self"]);
+}
+
 #[test]
 fn nested_arrays_behind_shared_pointers_or_in_a_readonly_struct_are_read_only() {
     let column = || Column { values: vec![1.0; 3] };

@@ -3,9 +3,14 @@
 #![no_implicit_prelude]
 
 /// Items named as the generated code's locals would be, were they not prefixed: a pattern
-/// `let layout = ...` would match this constant, a closure `|export| ...` this struct.
+/// `let layout = ...` would match this constant, a parameter `name: &str` the next, a
+/// closure `|export| ...` the struct below.
 #[allow(non_upper_case_globals, dead_code)]
 const layout: u8 = 0;
+
+/// See `layout`.
+#[allow(non_upper_case_globals, dead_code)]
+const name: u8 = 0;
 
 /// See `layout`.
 #[allow(non_camel_case_types, dead_code)]
