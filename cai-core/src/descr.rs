@@ -354,15 +354,24 @@ impl Descr {
 }
 
 fn overflow(value: &str) -> Error {
-    Error::Overflow { key: "descr", value: value.to_owned(), detail: "the record's size in bytes exceeds usize" }
+    Error::Overflow {
+        key: "descr",
+        value: crate::error::shortened(value.to_owned()),
+        detail: "the record's size in bytes exceeds usize",
+    }
 }
 
-/// Writes a string as a single-quoted Python literal.
+/// Writes a string as a single-quoted Python literal, its control characters escaped as
+/// Python's `repr` escapes them (a message stays on one line).
 fn py_str(f: &mut fmt::Formatter<'_>, s: &str) -> fmt::Result {
     f.write_str("'")?;
     for c in s.chars() {
         match c {
             '\'' | '\\' => write!(f, "\\{c}")?,
+            '\n' => f.write_str("\\n")?,
+            '\r' => f.write_str("\\r")?,
+            '\t' => f.write_str("\\t")?,
+            c if c < ' ' || c == '\x7f' => write!(f, "\\x{:02x}", u32::from(c))?,
             _ => write!(f, "{c}")?,
         }
     }

@@ -401,6 +401,10 @@ impl Descriptor {
             }
         }
         self.check_strides_length()?;
+        // Parsed typestrs are within it; `TypeStr::void`, a `const fn`, is not checked.
+        if self.typestr.itemsize() > crate::MAX_ITEMSIZE {
+            return Err(crate::typestr::too_large(&self.typestr));
+        }
         if let Some(descr) = &self.descr {
             descr.check_typestr(&self.typestr)?;
         }

@@ -239,6 +239,10 @@ pub fn write_element_strides(descriptor: &Descriptor, out: &mut [i64]) -> Result
         return Err(format!("{} strides asked for a {}-d array", out.len(), descriptor.ndim()));
     }
     match &descriptor.strides {
+        // A descriptor not validated may have strides of another length.
+        Some(strides) if strides.len() != out.len() => {
+            return Err(format!("{} strides given for a {}-d array", strides.len(), descriptor.ndim()));
+        }
         Some(_) => {
             for (slot, s) in out.iter_mut().zip(element_strides(descriptor)?) {
                 *slot = s;

@@ -244,18 +244,24 @@ impl Error {
 /// length, so that a 10 MB typestr makes a short message.
 #[doc(hidden)]
 pub fn shortened(text: String) -> String {
-    const LIMIT: usize = 80;
-    match text.char_indices().nth(LIMIT) {
+    match text.char_indices().nth(SHOWN) {
         None => text,
         Some((cut, _)) => format!("{}... ({} characters)", &text[..cut], text.chars().count()),
     }
 }
 
+/// How many characters of a value a message shows.
+const SHOWN: usize = 80;
+
 /// A text as a message quotes it: in single quotes, its control characters escaped, cut
-/// as [`shortened`] cuts it.
+/// as [`shortened`] cuts it (the quotes kept, the length the text's own).
 #[doc(hidden)]
 pub fn quoted(text: &str) -> String {
-    shortened(format!("'{}'", text.escape_debug()))
+    let escaped = text.escape_debug().to_string();
+    match escaped.char_indices().nth(SHOWN) {
+        None => format!("'{escaped}'"),
+        Some((cut, _)) => format!("'{}'... ({} characters)", &escaped[..cut], text.chars().count()),
+    }
 }
 
 /// A shorthand for results whose error is [`Error`].

@@ -406,10 +406,25 @@ struct Key<C> {
     thread: Option<ThreadId>,
 }
 
+/// One stream's pending work: what it ran outside a capture and what it captured, each
+/// with an event of its own, so that work captured later does not hide work enqueued
+/// before the capture began (which still runs on the stream).
 struct Pending<E> {
-    event: E,
-    /// The capture sequence the stream was in when the work was recorded.
-    captured: Option<u64>,
+    /// The last work recorded outside any capture.
+    idle: Option<E>,
+    /// The last work recorded inside a capture.
+    in_capture: Option<E>,
+    /// The capture sequence of `in_capture`'s work.
+    sequence: u64,
+}
+
+impl<E> Pending<E> {
+    fn slot(&mut self, in_capture: bool) -> &mut Option<E> {
+        match in_capture {
+            true => &mut self.in_capture,
+            false => &mut self.idle,
+        }
+    }
 }
 
 /// Each stream's pending work, in the order the streams were first recorded.
@@ -470,15 +485,29 @@ impl<B: Backend> PendingWork<B> {
             Capture::Active(id) => Some(id),
             Capture::Implicit => return Err(implicit_error(stream)),
         };
+        let in_capture = captured.is_some();
         let mut work = self.work.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, pending)) = work.iter_mut().find(|(k, _)| *k == key) {
-            self.backend.record(&pending.event, key.at)?;
-            pending.captured = captured;
-            return Ok(());
+        let found = work.iter().position(|(k, _)| *k == key);
+        let index = match found {
+            Some(i) if work[i].1.slot(in_capture).is_some() => i,
+            // The stream's first work of this kind: its event, made before anything is kept.
+            _ => {
+                let event = self.backend.create_event(key.at.context)?;
+                let index = found.unwrap_or_else(|| {
+                    work.push((key, Pending { idle: None, in_capture: None, sequence: 0 }));
+                    work.len() - 1
+                });
+                *work[index].1.slot(in_capture) = Some(event);
+                index
+            }
+        };
+        let pending = &mut work[index].1;
+        if let Some(event) = pending.slot(in_capture) {
+            self.backend.record(event, key.at)?;
         }
-        let event = self.backend.create_event(key.at.context)?;
-        self.backend.record(&event, key.at)?;
-        work.push((key, Pending { event, captured }));
+        if let Some(sequence) = captured {
+            pending.sequence = sequence;
+        }
         Ok(())
     }
 
@@ -496,15 +525,23 @@ impl<B: Backend> PendingWork<B> {
             return Ok(target);
         }
         let capture = self.backend.capture(key.at)?;
+        if capture == Capture::Implicit {
+            return Err(implicit_error(target));
+        }
         for pending in others {
-            match (pending.captured, capture) {
-                (_, Capture::Implicit) => return Err(implicit_error(target)),
-                (Some(a), Capture::Active(b)) if a == b => self.backend.wait(key.at, &pending.event)?,
-                // Work captured into a graph runs when the graph is launched, which the
-                // launcher orders; nothing of it is pending here.
-                (Some(_), _) => {}
-                (None, Capture::Active(_)) => self.backend.wait_host(&pending.event)?,
-                (None, Capture::Idle) => self.backend.wait(key.at, &pending.event)?,
+            // Work enqueued outside a capture may still run on its stream.
+            if let Some(event) = &pending.idle {
+                match capture {
+                    Capture::Active(_) => self.backend.wait_host(event)?,
+                    _ => self.backend.wait(key.at, event)?,
+                }
+            }
+            // Work captured into a graph runs when the graph is launched, which the
+            // launcher orders; within the same capture it is a dependency of the graph.
+            if let (Some(event), Capture::Active(sequence)) = (&pending.in_capture, capture) {
+                if pending.sequence == sequence {
+                    self.backend.wait(key.at, event)?;
+                }
             }
         }
         Ok(target)
@@ -1010,6 +1047,38 @@ mod tests {
         r.clear();
         work.export_on(s(5)).unwrap();
         assert_eq!(r.ops(), [Op::Wait { stream: s(5), event: 0 }]);
+    }
+
+    #[test]
+    fn work_captured_later_does_not_hide_work_enqueued_before_the_capture() {
+        let r = Recorder::default();
+        let work = PendingWork::new(&r);
+        work.record(s(7)).unwrap(); // event 0, outside any capture
+        r.set_capture(s(7), 0, Capture::Active(4));
+        work.record(s(7)).unwrap(); // event 1, inside capture 4: event 0 is kept
+        assert_eq!(r.ops()[2..], [create(1), Op::Record { event: 1, stream: s(7) }]);
+        for ended in [false, true] {
+            if ended {
+                r.set_capture(s(7), 0, Capture::Idle);
+            }
+            r.clear();
+            work.export_on(s(3)).unwrap();
+            assert_eq!(r.ops(), [Op::Wait { stream: s(3), event: 0 }], "capture ended: {ended}");
+        }
+        // Inside the same capture: the host waits for the earlier work, the graph on the
+        // captured work.
+        r.set_capture(s(3), 0, Capture::Active(4));
+        r.clear();
+        work.export_on(s(3)).unwrap();
+        assert_eq!(r.ops(), [Op::WaitHost { event: 0 }, Op::Wait { stream: s(3), event: 1 }]);
+        // Recorded again in each state: the same two events, re-recorded.
+        r.clear();
+        r.set_capture(s(7), 0, Capture::Active(5));
+        work.record(s(7)).unwrap();
+        r.set_capture(s(7), 0, Capture::Idle);
+        work.record(s(7)).unwrap();
+        assert_eq!(r.ops(), [Op::Record { event: 1, stream: s(7) }, Op::Record { event: 0, stream: s(7) }]);
+        assert_eq!(work.streams(), [s(7)]);
     }
 
     #[test]

@@ -282,7 +282,9 @@ impl fmt::Display for DateTimeUnit {
 /// A parsed type string.
 ///
 /// Only legal combinations can be built: the item size fits the kind, and only datetime and
-/// timedelta types carry a unit.
+/// timedelta types carry a unit. (The one exception, [`void`](TypeStr::void), a `const fn`
+/// for records, takes any size: [`Descriptor::validate`](crate::Descriptor::validate)
+/// refuses one past [`MAX_ITEMSIZE`].)
 ///
 /// ```
 /// use cai_core::{ByteOrder, Kind, TypeStr};
@@ -334,12 +336,18 @@ impl TypeStr {
     /// A type string, or an error quoting it when `itemsize` does not fit `kind`.
     pub fn new(order: ByteOrder, kind: Kind, itemsize: usize) -> Result<TypeStr> {
         Self::try_new(order, kind, itemsize).ok_or_else(|| {
-            let value = format!("{}{}{}", order.as_char(), kind.code(), itemsize);
+            // A unicode typestr counts characters, not the bytes given here.
+            let value = match kind {
+                Kind::Unicode => format!("{}{} of {itemsize} bytes", order.as_char(), kind.code()),
+                _ => format!("{}{}{}", order.as_char(), kind.code(), itemsize),
+            };
             malformed(&value, kind.itemsize_rule())
         })
     }
 
-    /// A raw-bytes type `|V{itemsize}`, the typestr of records.
+    /// A raw-bytes type `|V{itemsize}`, the typestr of records. The size is not checked
+    /// here (this is a `const fn`): a descriptor with one past [`MAX_ITEMSIZE`] fails
+    /// validation, as the text fails [`TypeStr::parse`].
     pub const fn void(itemsize: usize) -> TypeStr {
         TypeStr { order: ByteOrder::NotApplicable, kind: Kind::Void, itemsize, unit: None }
     }
@@ -492,6 +500,13 @@ impl FromStr for TypeStr {
     fn from_str(s: &str) -> Result<TypeStr> {
         TypeStr::parse(s)
     }
+}
+
+/// The error of a typestr whose item size is past [`MAX_ITEMSIZE`] (only
+/// [`TypeStr::void`] makes one).
+#[cold]
+pub(crate) fn too_large(t: &TypeStr) -> Error {
+    malformed(&t.to_string(), t.kind.itemsize_rule())
 }
 
 fn malformed(value: &str, reason: &str) -> Error {

@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use std::mem::{ManuallyDrop, MaybeUninit};
 
 use cai_core::sync::SyncPolicy;
-use cai_core::{Descriptor, Element, Extent, Stream};
+use cai_core::{ByteOrder, Descriptor, Element, Extent, Stream};
 use pyo3::prelude::*;
 use pyo3::Borrowed;
 
@@ -460,6 +460,12 @@ pub(crate) fn check<T: Element, D: Dimension, A: Access>(parsed: &Parsed, memory
     };
     if !T::TYPESTR.is_equivalent(&d.typestr) {
         return Err(mismatch("wrong element type").into());
+    }
+    // Raw bytes of one byte order (bfloat16, `<V2`) are told from other raw bytes (`|V2`,
+    // `>V2`) by the order alone, as the DLPack mapping tells them.
+    let ordered_void = T::TYPESTR.kind() == cai_core::Kind::Void && T::TYPESTR.byte_order() != ByteOrder::NotApplicable;
+    if ordered_void && d.typestr.byte_order() != T::TYPESTR.byte_order() {
+        return Err(mismatch(&format!("raw bytes '{}', not '{}'", d.typestr, T::TYPESTR)).into());
     }
     match d.descr.as_ref() {
         Some(descr) if !T::descr().is_equivalent(descr) => {

@@ -2,6 +2,7 @@
 views, derived host containers and DLPack CPU producers, read through safe slices and
 `ndarray` views; and the views of other modules being `cai`'s own classes."""
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -513,3 +514,19 @@ def test_a_python_class_that_calls_itself_numpy_ndarray_is_not_numpy():
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_a_bfloat16_argument_takes_raw_pairs_of_native_order_only():
+    raw = np.array([0x3F80, 0x4000], dtype=np.uint16)  # the bfloat16 bits of 1.0 and 2.0
+
+    class Pairs:
+        def __init__(self, typestr):
+            self.__array_interface__ = {"shape": (2,), "typestr": typestr, "data": (raw.ctypes.data, True), "version": 3}
+
+    assert fx.host_bf16(Pairs("<V2")) == [1.0, 2.0]
+    # Raw bytes (`|V2`) and the other byte order are not bfloat16, as DLPack tells them.
+    for typestr in ("|V2", ">V2"):
+        with pytest.raises(TypeError, match=rf"\(raw bytes '{re.escape(typestr)}', not '<V2'\)"):
+            fx.host_bf16(Pairs(typestr))
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    assert fx.host_bf16(np.array([1.5, -2.0], dtype=ml_dtypes.bfloat16)) == [1.5, -2.0]

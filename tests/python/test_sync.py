@@ -374,7 +374,7 @@ def test_environment_variables():
         ("CAI_EXPORT_VERSION", "1", "CAI_EXPORT_VERSION: '1' is not 2 or 3"),
         # As received (not trimmed nor lower-cased), and a long value by its start.
         ("CAI_EXPORT_STREAM", " ALL ", "CAI_EXPORT_STREAM: ' ALL ' is not 'report' or 'none'"),
-        ("CAI_CHECK_POINTERS", "x" * 1000, "CAI_CHECK_POINTERS: '" + "x" * 79 + "... (1002 characters) is not 1 or 0"),
+        ("CAI_CHECK_POINTERS", "x" * 1000, "CAI_CHECK_POINTERS: '" + "x" * 80 + "'... (1000 characters) is not 1 or 0"),
     ],
 )
 def test_malformed_environment_variables_are_value_errors(name, value, message):

@@ -61,3 +61,40 @@ fn consumer_errors_classify_and_name_their_key() {
     let e = "<f3".parse::<TypeStr>().unwrap_err();
     assert_eq!(e.to_string(), "typestr: '<f3' is malformed: a float is 2, 4, 8, 10, 12 or 16 bytes");
 }
+
+#[test]
+fn edges_of_the_public_api_are_errors_that_say_what() {
+    use cai_core::{ByteOrder, Descr, Field, Kind};
+
+    // `TypeStr::void` (a const fn) takes any size; validation refuses one past NumPy's.
+    let huge = TypeStr::void(1 << 31);
+    assert!(TypeStr::parse(&huge.to_string()).is_err());
+    let e = Descriptor::from_typestr(huge, 0x1000, [1usize]).validate().unwrap_err();
+    assert!(e.to_string().starts_with("typestr: '|V2147483648' is malformed: bytes and raw bytes"), "{e}");
+    assert!(Descriptor::from_typestr(TypeStr::void(1 << 30), 0x1000, [1usize]).validate().is_ok());
+
+    // A unicode type is named by its bytes, which its typestr would count in characters.
+    let e = TypeStr::new(ByteOrder::Little, Kind::Unicode, 3).unwrap_err();
+    assert!(e.to_string().starts_with("typestr: '<U of 3 bytes' is malformed"), "{e}");
+
+    // A descr too large to describe is quoted by its start, not whole.
+    let f8 = TypeStr::parse("<f8").unwrap();
+    let mut fields: Vec<Field> = (0..5000).map(|i| Field::new(format!("field_{i}"), f8)).collect();
+    fields.push(Field::new("big", f8).with_shape([usize::MAX / 8]));
+    let e = Descr::new(fields).check().unwrap_err().to_string();
+    assert!(e.len() < 300 && e.contains("characters)"), "{} characters: {}", e.len(), &e[..200]);
+
+    // Names print as Python literals, on one line.
+    let odd = Descr::new(vec![Field::new("a\nb\0'", f8)]);
+    assert_eq!(odd.to_string(), r"[('a\nb\x00\'', '<f8')]");
+
+    // A long text keeps its quotes when cut, and counts its own characters.
+    assert_eq!(cai_core::quoted(&"a".repeat(100)), format!("'{}'... (100 characters)", "a".repeat(80)));
+    assert_eq!(cai_core::quoted("f\n4"), r"'f\n4'");
+
+    // Strides of another length than the shape (a descriptor not validated) are refused.
+    let d = Descriptor::new::<f32>(0x1000, [3usize, 4]).with_strides([16isize]);
+    let mut out = [-99i64; 2];
+    let e = cai_core::dlpack::write_element_strides(&d, &mut out).unwrap_err();
+    assert_eq!(e, "1 strides given for a 2-d array");
+}

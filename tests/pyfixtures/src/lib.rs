@@ -858,6 +858,12 @@ fn host_sum(x: PyHostArrayRo<'_, f64>) -> PyResult<f64> {
     Ok(x.as_slice()?.iter().sum())
 }
 
+/// The bfloat16 values of a host array, as floats.
+#[pyfunction]
+fn host_bf16(x: PyHostArrayRo<'_, half::bf16>) -> PyResult<Vec<f32>> {
+    Ok(x.as_slice()?.iter().map(|v| v.to_f32()).collect())
+}
+
 /// Holds `x` as a slice for writing while `during()` runs, then writes `x[0] = 1`;
 /// returns what `during` returned.
 #[pyfunction]
@@ -1031,6 +1037,7 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(takes_array, m)?)?;
     m.add_function(wrap_pyfunction!(takes_host_array, m)?)?;
     m.add_function(wrap_pyfunction!(host_sum, m)?)?;
+    m.add_function(wrap_pyfunction!(host_bf16, m)?)?;
     m.add_function(wrap_pyfunction!(host_hold, m)?)?;
     m.add_function(wrap_pyfunction!(host_hold_ro, m)?)?;
     m.add_function(wrap_pyfunction!(device_hold, m)?)?;
