@@ -128,7 +128,7 @@ pub fn read_only(descriptor: Result<Descriptor>) -> Result<Descriptor> {
 /// is a valid value (or, for `bool` alone, a consumer's writes are refused by exporting
 /// read-only), and `describe` states the type's layout exactly. Only the impls here exist;
 /// the trait is for generated code, not to be implemented by hand.
-pub unsafe trait RecordField {
+pub unsafe trait RecordField: Copy + Send + Sync + 'static {
     /// The field's element type and sub-array shape.
     fn describe() -> (FieldType, Vec<usize>);
 }

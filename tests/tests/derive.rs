@@ -382,6 +382,14 @@ struct Packed {
 #[repr(C)]
 struct Pair(u16, Particle);
 
+/// A generic record: its fields' types are asked for what a record field is, nothing more.
+#[derive(Clone, Copy, Element)]
+#[repr(C)]
+struct Generic<T> {
+    tag: u8,
+    value: T,
+}
+
 #[derive(Clone, Copy, Element)]
 #[repr(C)]
 struct Keyworded {
@@ -421,6 +429,8 @@ fn records_match_rust_layout() {
     assert_eq!(names, ["f0", "", "f2"]);
     assert_eq!(pair.fields[1], Field::padding(offset_of!(Pair, 1) - size_of::<u16>()));
     assert_eq!(Keyworded::descr().to_string(), "[('type', '|u1'), ('', '|V3'), ('match', '<f4')]");
+    assert_eq!(Generic::<f64>::descr().to_string(), "[('tag', '|u1'), ('', '|V7'), ('value', '<f8')]");
+    assert_eq!(Generic::<[u16; 2]>::TYPESTR, TypeStr::void(6));
 }
 
 #[derive(ArrayInterface)]
