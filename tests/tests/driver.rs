@@ -343,6 +343,47 @@ fn tracked_stream_makes_the_export_stream_wait_on_other_streams() {
     }
 }
 
+/// Work enqueued on a stream before it began capturing a graph still runs there: work
+/// recorded during the capture must not hide it from the export's wait.
+#[test]
+#[cfg_attr(not(cai_cuda_driver), ignore = "needs a CUDA driver (none found at build time; CAI_GPU_TESTS=1 forces)")]
+fn tracked_stream_keeps_the_work_enqueued_before_a_capture() {
+    let ctx = context();
+    let writer = ctx.new_stream().unwrap();
+    let export = ctx.new_stream().unwrap();
+    let n = 1 << 24;
+    let slice = writer.alloc_zeros::<u32>(n).unwrap();
+    let ptr = slice.device_ptr(&writer).0;
+    writer.synchronize().unwrap();
+    let tracked = TrackedStream::new(export.clone()).unwrap();
+    for round in 1..=3u32 {
+        // SAFETY: `ptr` addresses `n` u32s owned by `slice`; the memset is queued on `writer`.
+        unsafe { sys::cuMemsetD32Async(ptr, round, n, writer.cu_stream()).result().unwrap() };
+        tracked.record(&writer).unwrap();
+        // The writer captures a graph (never launched) that would write 0, and that
+        // capture is recorded too.
+        // SAFETY: a live stream, a valid mode; the captured memset is not run.
+        unsafe {
+            sys::cuStreamBeginCapture_v2(writer.cu_stream(), sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
+                .result()
+                .unwrap();
+            sys::cuMemsetD32Async(ptr, 0, n, writer.cu_stream()).result().unwrap();
+        }
+        let recorded = tracked.record(&writer);
+        end_capture(writer.cu_stream());
+        recorded.unwrap();
+        // The export waits on the work of before the capture.
+        tracked.as_stream().unwrap();
+        let mut host = vec![0u32; n];
+        // SAFETY: `host` holds `n` u32s; the copy is complete after the synchronize.
+        unsafe {
+            sys::cuMemcpyDtoHAsync_v2(host.as_mut_ptr().cast(), ptr, n * 4, export.cu_stream()).result().unwrap();
+            sys::cuStreamSynchronize(export.cu_stream()).result().unwrap();
+        }
+        assert!(host.iter().all(|&v| v == round), "round {round}");
+    }
+}
+
 /// Work on the per-thread default stream of one thread, exported from another: two
 /// different streams, so the export waits on the first thread's.
 #[test]
