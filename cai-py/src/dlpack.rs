@@ -25,7 +25,7 @@ use cai_core::{Descriptor, DimVec, Extent, Stream};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyDict, PyInt, PyString, PyTuple, PyType};
+use pyo3::types::{PyDict, PyString, PyTuple, PyType};
 use pyo3::{ffi, intern, Borrowed};
 
 use crate::error::{received, received_int, Problem};
@@ -225,11 +225,17 @@ fn export_stream(value: Option<&Bound<'_, PyAny>>, memory: Memory) -> PyResult<O
             received(value)?
         )));
     }
-    if value.is_instance_of::<PyBool>() || !value.is_instance_of::<PyInt>() {
-        return Err(PyTypeError::new_err(format!("stream: expected None or an int, received {}", received(value)?)));
-    }
-    let IntLike::Value(raw) = int_like::<i64>(value)? else {
-        return Err(PyValueError::new_err(format!("stream: {} is not a stream", received(value)?)));
+    // An int, or an int-like (NumPy's integers) as for the other arguments; not a bool.
+    let raw = match int_like::<i64>(value)? {
+        IntLike::Value(raw) => raw,
+        IntLike::OutOfRange(index) => {
+            let shown = received_int(value, index.as_ref())?;
+            return Err(PyValueError::new_err(format!("stream: {shown} is not a stream")));
+        }
+        IntLike::NotInt => {
+            let shown = received(value)?;
+            return Err(PyTypeError::new_err(format!("stream: expected None or an int, received {shown}")));
+        }
     };
     match raw {
         -1 => Ok(None),

@@ -498,6 +498,18 @@ pub(crate) fn check<T: Element, D: Dimension, A: Access>(parsed: &Parsed, memory
         ))
         .into());
     }
+    // A kernel given a device pointer not aligned for its elements faults (and the fault
+    // ends the CUDA context). Host memory is checked where Rust takes it as a slice.
+    if memory == Memory::Device && d.data % std::mem::align_of::<T>() != 0 {
+        return Err(Problem::value_error(format!(
+            "data: 0x{:x} is not aligned to {} bytes, as '{}' elements on the device must be (a kernel reading them \
+             would fault)",
+            d.data,
+            std::mem::align_of::<T>(),
+            T::TYPESTR
+        ))
+        .into());
+    }
     if parsed.mask.is_some() || d.mask.is_some() {
         return Err(Problem::value_error(format!(
             "mask: expected {} without a mask, received {} with one; a typed argument reads every element, so \

@@ -809,6 +809,37 @@ def test_a_device_export_round_trips_through_cai_without_touching_memory():
         d.__dlpack__(stream=0)
 
 
+def test_a_dlpack_stream_may_be_an_int_like_as_the_other_arguments_may():
+    cai.configure(check_pointers=False)
+    quiet = fx.OptionsDevice(PTR, 4, 5, stream_none=True)  # orders nothing: no driver needed
+    view = cai.as_cuda_array(fx.DeviceMatrix(PTR, 4, [4]), sync=False)
+
+    class Index:
+        def __init__(self, n):
+            self.n = n
+
+        def __index__(self):
+            return self.n
+
+    for stream in (np.int64(7), np.uint64(7), Index(7)):
+        assert type(quiet.__dlpack__(stream=stream)).__name__ == "PyCapsule"
+    for exporter in (quiet, view):
+        with pytest.raises(ValueError, match=r"^stream: 0 is disallowed"):
+            exporter.__dlpack__(stream=np.int64(0))
+        with pytest.raises(ValueError, match=r"^stream: <.* \(Index; its __index__ gave 1180591620717411303424\) is not a stream$"):
+            exporter.__dlpack__(stream=Index(2**70))
+        for wrong in (True, 1.0, "7"):
+            with pytest.raises(TypeError, match=r"^stream: expected None or an int, received"):
+                exporter.__dlpack__(stream=wrong)
+
+    class Interrupting:
+        def __index__(self):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        view.__dlpack__(stream=Interrupting())
+
+
 def test_export_version_2_leaves_dlpacks_stream_handshake_alone():
     # Version 2 of the interface has no stream; DLPack still makes the consumer's stream
     # wait for the producer's (here, with no driver or a made-up stream, it says it cannot).

@@ -53,6 +53,15 @@ def test_error_names_the_argument_where_python_supports_notes():
         assert any("'x'" in note for note in info.value.__notes__)
 
 
+def test_a_device_pointer_not_aligned_for_the_elements_is_refused():
+    # A kernel would fault on it; host memory is checked where Rust takes a slice.
+    with pytest.raises(ValueError, match=r"^data: 0x7f0000000001 is not aligned to 4 bytes, as '<f4' elements"):
+        fx.describe_f32(Producer(cai_dict(ptr=PTR + 1)))
+    assert fx.describe_f32(Producer(cai_dict(ptr=PTR + 4)))[0] == PTR + 4
+    # An empty array's pointer 0 is aligned for every type.
+    assert fx.describe_f32(Producer(cai_dict(shape=(0,), ptr=0)))[0] == 0
+
+
 def test_readonly_array_refused_for_writing():
     with pytest.raises(BufferError, match=r"expected a writable CUDA array of '\|u1' with 1 dimension, received a read-only array"):
         fx.touch_u8(Producer(cai_dict(typestr="|u1", readonly=True)))
