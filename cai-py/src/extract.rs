@@ -938,7 +938,8 @@ mod registry {
                     };
                     Err(Problem::buffer_error(format!(
                         "data: bytes 0x{start:x}..0x{end:x} overlap bytes 0x{:x}..0x{:x} of another argument of this \
-                         call; {kinds} may not share memory",
+                         call (or of a call it made with no Python frame between, as through functools.partial); \
+                         {kinds} may not share memory",
                         other.start, other.end
                     )))
                 }
