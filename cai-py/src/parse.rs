@@ -1438,14 +1438,24 @@ fn sub_array_shape(
     for d in st.iter() {
         // Ints and int-likes (NumPy's integers), as for the array's own shape; not bools.
         // `__index__` runs the producer's code: `d` and the tuple are held.
-        let n = match int_like::<i64>(&d)? {
-            IntLike::Value(n) => usize::try_from(n).ok().filter(|&n| n <= cai_core::MAX_ITEMSIZE),
-            IntLike::OutOfRange(_) | IntLike::NotInt => None,
+        let index = match int_like::<i64>(&d)? {
+            IntLike::Value(n) => match usize::try_from(n).ok().filter(|&n| n <= cai_core::MAX_ITEMSIZE) {
+                Some(n) => {
+                    shape.push(n);
+                    continue;
+                }
+                None => Some(n.into_pyobject(d.py())?),
+            },
+            IntLike::OutOfRange(index) => index,
+            IntLike::NotInt => return Ok(Err(bad()?)),
         };
-        match n {
-            Some(n) => shape.push(n),
-            None => return Ok(Err(bad()?)),
-        }
+        // An int-like's text may not show the int its `__index__` gave.
+        let shown = crate::shown::shown(&d)?;
+        let gave = match crate::error::index_not_shown(&d, &shown, index.as_ref())? {
+            Some(gave) => format!(" (the dimension {shown} gave {gave} through its __index__)"),
+            None => String::new(),
+        };
+        return Ok(Err(format!("{}{gave}", bad()?)));
     }
     Ok(Ok(shape))
 }

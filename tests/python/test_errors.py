@@ -157,6 +157,12 @@ def test_int_like_arguments_past_64_bits_are_named_with_the_int_they_gave():
         cai.as_cuda_array(Producer(cai_dict()), stream=BigIndex())
     with pytest.raises(ValueError, match=rf"^ptr: {GAVE} is not an address"):
         cai.pointer_attributes(BigIndex())
+    # A sub-array dimension: the shape is shown, and what its int-like gave.
+    desc = cai_dict(shape=(2,), typestr="|V8", descr=[("a", "<f4", (BigIndex(),))])
+    with pytest.raises(
+        ValueError, match=r"the dimension <.*BigIndex object at 0x[0-9a-f]+> gave 1180591620717411303424 through its "
+    ):
+        cai.as_cuda_array(Producer(desc))
     before = cai.configure()
     with pytest.raises(ValueError, match=rf"^export_version: {GAVE} is not 2 or 3"):
         cai.configure(export_version=BigIndex())
