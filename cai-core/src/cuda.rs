@@ -725,7 +725,7 @@ pub fn context_device(context: usize) -> std::result::Result<i32, DriverError> {
 
 /// A producer's pending work on cudarc streams, for a `#[cai(stream)]` field: the stream
 /// to export (kept alive as long as the container) and an event per other stream that has
-/// used the buffer. Record work with [`record`](TrackedStream::record) after enqueuing it;
+/// used the buffer (two for a stream that also captured work into a graph). Record work with [`record`](TrackedStream::record) after enqueuing it;
 /// on export, the export stream waits on every other stream's event (version 3's rule for
 /// producers with work on several streams). Streams of several threads' per-thread
 /// default streams are kept apart.

@@ -371,7 +371,8 @@ fn py_str(f: &mut fmt::Formatter<'_>, s: &str) -> fmt::Result {
             '\n' => f.write_str("\\n")?,
             '\r' => f.write_str("\\r")?,
             '\t' => f.write_str("\\t")?,
-            c if c < ' ' || c == '\x7f' => write!(f, "\\x{:02x}", u32::from(c))?,
+            c if c < ' ' || ('\x7f'..='\u{9f}').contains(&c) => write!(f, "\\x{:02x}", u32::from(c))?,
+            '\u{2028}' | '\u{2029}' => write!(f, "\\u{:04x}", u32::from(c))?,
             _ => write!(f, "{c}")?,
         }
     }

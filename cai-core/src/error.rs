@@ -257,10 +257,10 @@ const SHOWN: usize = 80;
 /// as [`shortened`] cuts it (the quotes kept, the length the text's own).
 #[doc(hidden)]
 pub fn quoted(text: &str) -> String {
-    let escaped = text.escape_debug().to_string();
-    match escaped.char_indices().nth(SHOWN) {
-        None => format!("'{escaped}'"),
-        Some((cut, _)) => format!("'{}'... ({} characters)", &escaped[..cut], text.chars().count()),
+    // Cut before escaping, so that no escape is cut in two.
+    match text.char_indices().nth(SHOWN) {
+        None => format!("'{}'", text.escape_debug()),
+        Some((cut, _)) => format!("'{}'... ({} characters)", text[..cut].escape_debug(), text.chars().count()),
     }
 }
 

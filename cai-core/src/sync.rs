@@ -430,8 +430,9 @@ impl<E> Pending<E> {
 /// Each stream's pending work, in the order the streams were first recorded.
 type WorkList<B> = Vec<(Key<<B as Backend>::Context>, Pending<<B as Backend>::Event>)>;
 
-/// A producer's record of which streams have pending work on a buffer: one event per
-/// stream that has used it (not only the last, as cudarc keeps).
+/// A producer's record of which streams have pending work on a buffer: an event per
+/// stream that has used it (not only the last, as cudarc keeps), and a second one for the
+/// work a stream captured into a CUDA graph.
 ///
 /// ```
 /// use cai_core::sync::{PendingWork, Recorder, Op};
@@ -474,7 +475,8 @@ impl<B: Backend> PendingWork<B> {
     }
 
     /// Notes that work touching the buffer was enqueued on `stream`: (re-)records that
-    /// stream's event. `Stream::None` is refused.
+    /// stream's event, its capture event while the stream captures a graph. `Stream::None`
+    /// is refused.
     pub fn record(&self, stream: Stream) -> Result<(), DriverError> {
         if stream.is_none() {
             return Err(DriverError::Invalid("work cannot be recorded on stream None".into()));
@@ -488,25 +490,23 @@ impl<B: Backend> PendingWork<B> {
         let in_capture = captured.is_some();
         let mut work = self.work.lock().unwrap_or_else(PoisonError::into_inner);
         let found = work.iter().position(|(k, _)| *k == key);
-        let index = match found {
-            Some(i) if work[i].1.slot(in_capture).is_some() => i,
-            // The stream's first work of this kind: its event, made before anything is kept.
-            _ => {
+        match found.and_then(|i| work[i].1.slot(in_capture).as_ref()) {
+            Some(event) => self.backend.record(event, key.at)?,
+            // The stream's first work of this kind: its event is kept once it is recorded
+            // (an event never recorded would be waited on for nothing, or inside a capture
+            // whose sequence it does not belong to).
+            None => {
                 let event = self.backend.create_event(key.at.context)?;
+                self.backend.record(&event, key.at)?;
                 let index = found.unwrap_or_else(|| {
                     work.push((key, Pending { idle: None, in_capture: None, sequence: 0 }));
                     work.len() - 1
                 });
                 *work[index].1.slot(in_capture) = Some(event);
-                index
             }
-        };
-        let pending = &mut work[index].1;
-        if let Some(event) = pending.slot(in_capture) {
-            self.backend.record(event, key.at)?;
         }
-        if let Some(sequence) = captured {
-            pending.sequence = sequence;
+        if let (Some(sequence), Some(i)) = (captured, work.iter().position(|(k, _)| *k == key)) {
+            work[i].1.sequence = sequence;
         }
         Ok(())
     }
@@ -1065,8 +1065,9 @@ mod tests {
             work.export_on(s(3)).unwrap();
             assert_eq!(r.ops(), [Op::Wait { stream: s(3), event: 0 }], "capture ended: {ended}");
         }
-        // Inside the same capture: the host waits for the earlier work, the graph on the
-        // captured work.
+        // Inside the same capture (stream 7 in it again, as CUDA would have it while the
+        // capture lasts): the host waits for the earlier work, the graph on the captured work.
+        r.set_capture(s(7), 0, Capture::Active(4));
         r.set_capture(s(3), 0, Capture::Active(4));
         r.clear();
         work.export_on(s(3)).unwrap();

@@ -452,6 +452,15 @@ fn checked_dlpack<T: Element, D: Dimension, A: Access>(
     Ok(imported.parsed)
 }
 
+/// The alignment CUDA code reads `T` with: Rust's, but a complex number's whole size, as
+/// CUDA's `cuFloatComplex` (`float2`) and `cuDoubleComplex` (`double2`) are aligned.
+const fn device_alignment<T: Element>() -> usize {
+    match T::TYPESTR.kind() {
+        cai_core::Kind::Complex => T::TYPESTR.itemsize(),
+        _ => std::mem::align_of::<T>(),
+    }
+}
+
 /// Checks `parsed` against what `T`, `D` and `A` ask for.
 pub(crate) fn check<T: Element, D: Dimension, A: Access>(parsed: &Parsed, memory: Memory) -> PyResult<()> {
     let d = &parsed.descriptor;
@@ -499,13 +508,14 @@ pub(crate) fn check<T: Element, D: Dimension, A: Access>(parsed: &Parsed, memory
         .into());
     }
     // A kernel given a device pointer not aligned for its elements faults (and the fault
-    // ends the CUDA context). Host memory is checked where Rust takes it as a slice.
-    if memory == Memory::Device && d.data % std::mem::align_of::<T>() != 0 {
+    // ends the CUDA context); an empty array has no element to read. Host memory is
+    // checked where Rust takes it as a slice.
+    let align = device_alignment::<T>();
+    if memory == Memory::Device && d.data % align != 0 && !parsed.extent.is_empty() {
         return Err(Problem::value_error(format!(
-            "data: 0x{:x} is not aligned to {} bytes, as '{}' elements on the device must be (a kernel reading them \
-             would fault)",
+            "data: 0x{:x} is not aligned to {align} bytes, as '{}' elements on the device must be (a kernel reading \
+             them would fault); a copy is aligned (x.copy() in CuPy or PyTorch)",
             d.data,
-            std::mem::align_of::<T>(),
             T::TYPESTR
         ))
         .into());
@@ -938,8 +948,8 @@ mod registry {
                     };
                     Err(Problem::buffer_error(format!(
                         "data: bytes 0x{start:x}..0x{end:x} overlap bytes 0x{:x}..0x{:x} of another argument of this \
-                         call (or of a call it made with no Python frame between, as through functools.partial); \
-                         {kinds} may not share memory",
+                         call (calls made one inside another with no Python frame between, as through \
+                         functools.partial, count as one); {kinds} may not share memory",
                         other.start, other.end
                     )))
                 }

@@ -58,8 +58,13 @@ def test_a_device_pointer_not_aligned_for_the_elements_is_refused():
     with pytest.raises(ValueError, match=r"^data: 0x7f0000000001 is not aligned to 4 bytes, as '<f4' elements"):
         fx.describe_f32(Producer(cai_dict(ptr=PTR + 1)))
     assert fx.describe_f32(Producer(cai_dict(ptr=PTR + 4)))[0] == PTR + 4
-    # An empty array's pointer 0 is aligned for every type.
+    # A complex64 is read as CUDA's float2, aligned to its whole 8 bytes.
+    with pytest.raises(ValueError, match=r"^data: 0x7f0000000004 is not aligned to 8 bytes, as '<c8' elements"):
+        fx.complex64_address(Producer(cai_dict(typestr="<c8", ptr=PTR + 4)))
+    assert fx.complex64_address(Producer(cai_dict(typestr="<c8", ptr=PTR + 8))) == PTR + 8
+    # An empty array has no element to read, wherever it points.
     assert fx.describe_f32(Producer(cai_dict(shape=(0,), ptr=0)))[0] == 0
+    assert fx.describe_f32(Producer(cai_dict(shape=(0, 3), ptr=PTR + 1)))[1] == [0, 3]
 
 
 def test_readonly_array_refused_for_writing():
@@ -132,8 +137,8 @@ def test_a_call_is_told_by_the_python_frame_it_is_made_from():
 
     with pytest.raises(
         BufferError,
-        match=r"overlap .* of another argument of this call \(or of a call it made with no Python frame between, as "
-        r"through functools.partial\); two read-write arguments",
+        match=r"overlap .* of another argument of this call \(calls made one inside another with no Python frame "
+        r"between, as through functools.partial, count as one\); two read-write arguments",
     ):
         fx.add_into(out, ThroughC())
 

@@ -85,12 +85,15 @@ fn edges_of_the_public_api_are_errors_that_say_what() {
     assert!(e.len() < 300 && e.contains("characters)"), "{} characters: {}", e.len(), &e[..200]);
 
     // Names print as Python literals, on one line.
-    let odd = Descr::new(vec![Field::new("a\nb\0'", f8)]);
-    assert_eq!(odd.to_string(), r"[('a\nb\x00\'', '<f8')]");
+    let odd = Descr::new(vec![Field::new("a\nb\0'\u{85}\u{2028}", f8)]);
+    assert_eq!(odd.to_string(), r"[('a\nb\x00\'\x85\u2028', '<f8')]");
 
     // A long text keeps its quotes when cut, and counts its own characters.
     assert_eq!(cai_core::quoted(&"a".repeat(100)), format!("'{}'... (100 characters)", "a".repeat(80)));
     assert_eq!(cai_core::quoted("f\n4"), r"'f\n4'");
+    // Cut before escaping: no escape is cut in two.
+    let dels = "\x7f".repeat(100);
+    assert_eq!(cai_core::quoted(&dels), format!("'{}'... (100 characters)", r"\u{7f}".repeat(80)));
 
     // Strides of another length than the shape (a descriptor not validated) are refused.
     let d = Descriptor::new::<f32>(0x1000, [3usize, 4]).with_strides([16isize]);

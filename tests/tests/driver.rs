@@ -327,6 +327,8 @@ fn tracked_stream_makes_the_export_stream_wait_on_other_streams() {
     let ptr = slice.device_ptr(&writer).0;
     let tracked = TrackedStream::new(export.clone()).unwrap();
     for round in 1..=5u32 {
+        // Held, so that the memset is still pending unless the export waits for it.
+        hold(writer.cu_stream());
         // SAFETY: `ptr` addresses `n` u32s owned by `slice`; the memset is queued on `writer`.
         unsafe { sys::cuMemsetD32Async(ptr, round, n, writer.cu_stream()).result().unwrap() };
         tracked.record(&writer).unwrap();
@@ -356,7 +358,14 @@ fn tracked_stream_keeps_the_work_enqueued_before_a_capture() {
     let ptr = slice.device_ptr(&writer).0;
     writer.synchronize().unwrap();
     let tracked = TrackedStream::new(export.clone()).unwrap();
-    for round in 1..=3u32 {
+    let modes = [
+        sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
+        sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL,
+    ];
+    for (round, mode) in (1..=4u32).zip(modes.into_iter().cycle()) {
+        // The writer is held for 100 ms before its memset, so that the memset is still
+        // pending when the export stream copies unless the export waits for it.
+        hold(writer.cu_stream());
         // SAFETY: `ptr` addresses `n` u32s owned by `slice`; the memset is queued on `writer`.
         unsafe { sys::cuMemsetD32Async(ptr, round, n, writer.cu_stream()).result().unwrap() };
         tracked.record(&writer).unwrap();
@@ -364,9 +373,7 @@ fn tracked_stream_keeps_the_work_enqueued_before_a_capture() {
         // capture is recorded too.
         // SAFETY: a live stream, a valid mode; the captured memset is not run.
         unsafe {
-            sys::cuStreamBeginCapture_v2(writer.cu_stream(), sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
-                .result()
-                .unwrap();
+            sys::cuStreamBeginCapture_v2(writer.cu_stream(), mode).result().unwrap();
             sys::cuMemsetD32Async(ptr, 0, n, writer.cu_stream()).result().unwrap();
         }
         let recorded = tracked.record(&writer);
@@ -380,8 +387,18 @@ fn tracked_stream_keeps_the_work_enqueued_before_a_capture() {
             sys::cuMemcpyDtoHAsync_v2(host.as_mut_ptr().cast(), ptr, n * 4, export.cu_stream()).result().unwrap();
             sys::cuStreamSynchronize(export.cu_stream()).result().unwrap();
         }
-        assert!(host.iter().all(|&v| v == round), "round {round}");
+        assert!(host.iter().all(|&v| v == round), "round {round}, {mode:?}");
     }
+}
+
+/// Holds `stream` for 100 ms: a host function queued on it sleeps, and the work queued
+/// after it waits.
+fn hold(stream: sys::CUstream) {
+    unsafe extern "C" fn pause(_: *mut std::ffi::c_void) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // SAFETY: a live stream; the function touches no memory.
+    unsafe { sys::cuLaunchHostFunc(stream, Some(pause), std::ptr::null_mut()) }.result().unwrap();
 }
 
 /// Work on the per-thread default stream of one thread, exported from another: two

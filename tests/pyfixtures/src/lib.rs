@@ -685,6 +685,12 @@ fn describe_f32(x: PyCudaArrayRo<'_, f32>) -> (usize, Vec<usize>, Vec<isize>, bo
     (x.device_address(), x.shape().to_vec(), x.strides().to_vec(), x.readonly(), x.stream().to_raw())
 }
 
+/// The address of a complex64 device array (aligned as CUDA's `cuFloatComplex`: 8 bytes).
+#[pyfunction]
+fn complex64_address(x: PyCudaArrayRo<'_, num_complex::Complex<f32>>) -> usize {
+    x.device_address()
+}
+
 /// The dims of a 2-d f32 device array.
 #[pyfunction]
 fn dims_f32_2d(x: PyCudaArrayRo<'_, f32, Ix2>) -> [usize; 2] {
@@ -1038,6 +1044,7 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(takes_host_array, m)?)?;
     m.add_function(wrap_pyfunction!(host_sum, m)?)?;
     m.add_function(wrap_pyfunction!(host_bf16, m)?)?;
+    m.add_function(wrap_pyfunction!(complex64_address, m)?)?;
     m.add_function(wrap_pyfunction!(host_hold, m)?)?;
     m.add_function(wrap_pyfunction!(host_hold_ro, m)?)?;
     m.add_function(wrap_pyfunction!(device_hold, m)?)?;
