@@ -99,7 +99,7 @@ pub trait NamedArrays {
 /// `HostBuffer`, is exported read-only).
 fn shared_if(shared: bool, descriptor: Result<Descriptor>) -> Result<Descriptor> {
     match shared {
-        true => descriptor.map(Descriptor::into_read_only),
+        true => crate::__private::read_only(descriptor),
         false => descriptor,
     }
 }

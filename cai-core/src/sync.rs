@@ -490,8 +490,11 @@ impl<B: Backend> PendingWork<B> {
         let in_capture = captured.is_some();
         let mut work = self.work.lock().unwrap_or_else(PoisonError::into_inner);
         let found = work.iter().position(|(k, _)| *k == key);
-        match found.and_then(|i| work[i].1.slot(in_capture).as_ref()) {
-            Some(event) => self.backend.record(event, key.at)?,
+        let index = match found.and_then(|i| Some((i, work[i].1.slot(in_capture).as_ref()?))) {
+            Some((i, event)) => {
+                self.backend.record(event, key.at)?;
+                i
+            }
             // The stream's first work of this kind: its event is kept once it is recorded
             // (an event never recorded would be waited on for nothing, or inside a capture
             // whose sequence it does not belong to).
@@ -503,10 +506,11 @@ impl<B: Backend> PendingWork<B> {
                     work.len() - 1
                 });
                 *work[index].1.slot(in_capture) = Some(event);
+                index
             }
-        }
-        if let (Some(sequence), Some(i)) = (captured, work.iter().position(|(k, _)| *k == key)) {
-            work[i].1.sequence = sequence;
+        };
+        if let Some(sequence) = captured {
+            work[index].1.sequence = sequence;
         }
         Ok(())
     }

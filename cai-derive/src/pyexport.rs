@@ -43,9 +43,9 @@ impl Parse for Args {
                 if given.contains(&text) {
                     return Err(syn::Error::new_spanned(&key, format!("`{text}` is given twice")));
                 }
-                given.push(text);
+                given.push(text.clone());
             }
-            match key.to_string().as_str() {
+            match text.as_str() {
                 "cuda" => args.cuda = Some(key.span()),
                 "host" => args.host = Some(key.span()),
                 "arrays" | "host_arrays" => {
@@ -59,7 +59,6 @@ impl Parse for Args {
                         ));
                     }
                     let host = key == "host_arrays";
-                    let host_list = host;
                     let slot = if host { &mut args.host_arrays } else { &mut args.arrays };
                     let named = slot.get_or_insert_with(|| Named { names: Vec::new(), span: key.span(), host });
                     for name in names {
@@ -69,8 +68,8 @@ impl Parse for Args {
                         named.names.push(name);
                     }
                     // One property per name: a device and a host array cannot share one.
-                    if let (Some(device), Some(host)) = (&args.arrays, &args.host_arrays) {
-                        let (this, other) = if host_list { (host, device) } else { (device, host) };
+                    if let (Some(device_names), Some(host_names)) = (&args.arrays, &args.host_arrays) {
+                        let (this, other) = if host { (host_names, device_names) } else { (device_names, host_names) };
                         if let Some(name) =
                             this.names.iter().find(|n| other.names.iter().any(|o| o.unraw() == n.unraw()))
                         {

@@ -335,12 +335,7 @@ fn tracked_stream_makes_the_export_stream_wait_on_other_streams() {
         assert_eq!(tracked.as_stream().unwrap(), export.as_stream().unwrap());
         // A consumer that orders its work on the exported stream alone sees the write
         // (raw driver calls, so that cudarc's own event tracking plays no part).
-        let mut host = vec![0u32; n];
-        // SAFETY: `host` holds `n` u32s; the copy is complete after the synchronize.
-        unsafe {
-            sys::cuMemcpyDtoHAsync_v2(host.as_mut_ptr().cast(), ptr, n * 4, export.cu_stream()).result().unwrap();
-            sys::cuStreamSynchronize(export.cu_stream()).result().unwrap();
-        }
+        let host = read_back(ptr, n, export.cu_stream());
         assert!(host.iter().all(|&v| v == round), "round {round}");
     }
 }
@@ -381,14 +376,22 @@ fn tracked_stream_keeps_the_work_enqueued_before_a_capture() {
         recorded.unwrap();
         // The export waits on the work of before the capture.
         tracked.as_stream().unwrap();
-        let mut host = vec![0u32; n];
-        // SAFETY: `host` holds `n` u32s; the copy is complete after the synchronize.
-        unsafe {
-            sys::cuMemcpyDtoHAsync_v2(host.as_mut_ptr().cast(), ptr, n * 4, export.cu_stream()).result().unwrap();
-            sys::cuStreamSynchronize(export.cu_stream()).result().unwrap();
-        }
+        let host = read_back(ptr, n, export.cu_stream());
         assert!(host.iter().all(|&v| v == round), "round {round}, {mode:?}");
     }
+}
+
+/// The `n` u32s at `ptr`, copied to the host on `stream` alone (raw driver calls, so that
+/// cudarc's own event tracking plays no part).
+fn read_back(ptr: sys::CUdeviceptr, n: usize, stream: sys::CUstream) -> Vec<u32> {
+    let mut host = vec![0u32; n];
+    // SAFETY: `ptr` addresses `n` u32s the caller keeps alive; `host` holds `n` u32s; the
+    // copy is complete after the synchronize.
+    unsafe {
+        sys::cuMemcpyDtoHAsync_v2(host.as_mut_ptr().cast(), ptr, n * 4, stream).result().unwrap();
+        sys::cuStreamSynchronize(stream).result().unwrap();
+    }
+    host
 }
 
 /// Holds `stream` for 100 ms: a host function queued on it sleeps, and the work queued
@@ -434,14 +437,10 @@ fn per_thread_streams_of_two_threads_are_kept_apart() {
         steps.wait();
         // This thread exports on its own per-thread stream, which waits on the other's.
         assert_eq!(tracked.as_stream().unwrap(), Stream::PerThreadDefault);
-        let mut host = vec![0u32; n];
         let _keep = KeepCurrent::new();
         ctx.bind_to_thread().unwrap();
-        // SAFETY: as in the test above, on this thread's per-thread stream.
-        unsafe {
-            sys::cuMemcpyDtoHAsync_v2(host.as_mut_ptr().cast(), ptr, n * 4, 2 as sys::CUstream).result().unwrap();
-            sys::cuStreamSynchronize(2 as sys::CUstream).result().unwrap();
-        }
+        // On this thread's per-thread stream.
+        let host = read_back(ptr, n, 2 as sys::CUstream);
         steps.wait();
         producer.join().unwrap();
         assert!(host.iter().all(|&v| v == round), "round {round}: the export did not wait for the other thread");
@@ -478,12 +477,7 @@ fn a_slice_on_its_own_stream_is_ordered_before_the_container_stream() {
         let d = container.cuda_array_interface().unwrap();
         assert_eq!(current(), before, "the export changed the current context");
         assert_eq!(d.stream.to_raw(), Some(export as usize));
-        let mut host = vec![0u32; n];
-        // SAFETY: `host` holds `n` u32s; the copy is complete after the synchronize.
-        unsafe {
-            sys::cuMemcpyDtoHAsync_v2(host.as_mut_ptr().cast(), ptr, n * 4, export).result().unwrap();
-            sys::cuStreamSynchronize(export).result().unwrap();
-        }
+        let host = read_back(ptr, n, export);
         assert!(host.iter().all(|&v| v == round), "round {round}: the exported stream did not wait for the writer");
     }
 }
