@@ -391,52 +391,109 @@ impl Descriptor {
     /// buffers). Strides that are not multiples of the item size are accepted (see
     /// [`strides`](Descriptor::strides)).
     pub fn validate(&self) -> Result<Extent> {
+        // With `First`, the walk ends at the first rule broken: when it returns `Ok`, it
+        // computed the extent.
+        let mut extent = Extent { start: 0, end: 0 };
+        self.walk(&mut First, &mut extent)?;
+        Ok(extent)
+    }
+
+    /// Every rule of [`validate`](Self::validate)'s table that this descriptor breaks, in
+    /// the table's order: empty where `validate` succeeds, and otherwise led by the error
+    /// it returns. What `cai.validate` reports.
+    ///
+    /// A rule that needs another to hold is checked only where it does: the extent needs
+    /// strides with one entry per dimension and an item size within bounds, the pointer's
+    /// range needs the extent, and no rule that prints the shape or the strides is checked
+    /// past [`MAX_DIMS`](crate::MAX_DIMS) dimensions. The mask's own problems follow its
+    /// rules, each as an [`Error::Mask`]. `producer`: the [rules a producer
+    /// follows](Self::check_producer_rules) too, where the extent is known.
+    pub fn problems(&self, producer: bool) -> Vec<Error> {
+        let mut found = Vec::new();
+        let mut extent = None;
+        // Noting in a Vec never ends the walk: it returns `Ok`.
+        if let (Ok(()), Some(extent)) = (self.walk(&mut found, &mut extent), extent) {
+            if producer {
+                if let Err(e) = self.check_producer_rules(extent) {
+                    found.push(e);
+                }
+            }
+        }
+        found
+    }
+
+    /// Checks the rules of [`validate`](Self::validate)'s table in order, noting each one
+    /// broken in `findings` (see [`problems`](Self::problems) for the rules that wait on
+    /// others), and writes the extent to `extent` where it could compute it. One walk for
+    /// both, so that the rules are written once.
+    #[inline(always)]
+    fn walk(&self, findings: &mut impl Findings, extent: &mut impl From<Extent>) -> Result<()> {
         if self.version > CURRENT_VERSION {
-            return Err(Error::Version { value: u64::from(self.version) });
+            findings.note(Error::Version { value: u64::from(self.version) })?;
         }
         // First, so that no later message prints a tuple of a million entries.
+        let mut dims_fit = true;
         for (key, len) in [("shape", self.shape.len()), ("strides", self.strides.as_ref().map_or(0, |s| s.len()))] {
             if len > crate::MAX_DIMS {
-                return Err(Error::TooManyDims { key, received: len });
+                findings.note(Error::TooManyDims { key, received: len })?;
+                dims_fit = false;
             }
         }
-        self.check_strides_length()?;
+        let strides_fit = dims_fit
+            && match self.check_strides_length() {
+                Ok(()) => true,
+                Err(e) => {
+                    findings.note(e)?;
+                    false
+                }
+            };
         // Parsed typestrs are within it; `TypeStr::void`, a `const fn`, is not checked.
-        if self.typestr.itemsize() > crate::MAX_ITEMSIZE {
-            return Err(crate::typestr::too_large(&self.typestr));
+        let item_fits = self.typestr.itemsize() <= crate::MAX_ITEMSIZE;
+        if !item_fits {
+            findings.note(crate::typestr::too_large(&self.typestr))?;
         }
         if let Some(descr) = &self.descr {
-            descr.check_typestr(&self.typestr)?;
+            if let Err(e) = descr.check_typestr(&self.typestr) {
+                findings.note(e)?;
+            }
         }
-        let count = self.size()?;
-        // In C order the count just checked gives the extent (no second walk of the shape).
-        let extent = match self.strides {
-            None => self.c_order_extent(Some(count))?,
-            Some(_) => self.extent()?,
-        };
-        if self.data == 0 && !extent.is_empty() {
-            return Err(Error::NullPointer {
-                shape: tuple(&self.shape),
-                typestr: self.typestr.to_string(),
-                nbytes: extent.len(),
+        if strides_fit && item_fits {
+            // In C order the count just checked gives the extent (no second walk of the shape).
+            let computed = self.size().and_then(|count| match self.strides {
+                None => self.c_order_extent(Some(count)),
+                Some(_) => self.extent(),
             });
+            match computed {
+                Ok(x) => {
+                    if self.data == 0 && !x.is_empty() {
+                        findings.note(Error::NullPointer {
+                            shape: tuple(&self.shape),
+                            typestr: self.typestr.to_string(),
+                            nbytes: x.len(),
+                        })?;
+                    } else if let Err(e) = self.byte_range_of(x) {
+                        findings.note(e)?;
+                    }
+                    *extent = x.into();
+                }
+                Err(e) => findings.note(e)?,
+            }
         }
-        self.byte_range_of(extent)?;
         if let Some(mask) = &self.mask {
             if self.version < 1 {
-                return Err(Error::MaskVersion { version: self.version });
+                findings.note(Error::MaskVersion { version: self.version })?;
             }
-            if mask.shape != self.shape {
-                return Err(Error::MaskShape { mask: tuple(&mask.shape), shape: tuple(&self.shape) });
+            if dims_fit && mask.shape.len() <= crate::MAX_DIMS && mask.shape != self.shape {
+                findings.note(Error::MaskShape { mask: tuple(&mask.shape), shape: tuple(&self.shape) })?;
             }
-            mask.validate().map_err(|e| Error::Mask(Box::new(e)))?;
+            findings.mask(mask)?;
         }
         if let Some(value) = self.stream.to_raw() {
             if self.version < 3 {
-                return Err(Error::StreamVersion { value, version: self.version });
+                findings.note(Error::StreamVersion { value, version: self.version })?;
             }
         }
-        Ok(extent)
+        Ok(())
     }
 
     /// The pointer a conforming producer exports: 0 for an array that reaches no byte from
@@ -521,6 +578,44 @@ impl fmt::Display for Descriptor {
             write!(f, ", 'stream': {}", self.stream)?;
         }
         f.write_str("}")
+    }
+}
+
+/// Where a walk of the descriptor rules puts what breaks them: [`Descriptor::validate`]
+/// stops at the first, [`Descriptor::problems`] notes each and goes on.
+trait Findings {
+    /// Notes `error`; an `Err` ends the walk.
+    fn note(&mut self, error: Error) -> Result<()>;
+
+    /// Notes what breaks the rules in `mask`, a descriptor's mask (each as an
+    /// [`Error::Mask`]). A method, not a walk of `mask` with these findings, so that the
+    /// walk is not made generic over ever deeper adapters.
+    fn mask(&mut self, mask: &Descriptor) -> Result<()>;
+}
+
+/// The first error ends the walk.
+struct First;
+
+impl Findings for First {
+    #[inline(always)]
+    fn note(&mut self, error: Error) -> Result<()> {
+        Err(error)
+    }
+
+    fn mask(&mut self, mask: &Descriptor) -> Result<()> {
+        mask.validate().map(drop).map_err(|e| Error::Mask(Box::new(e)))
+    }
+}
+
+impl Findings for Vec<Error> {
+    fn note(&mut self, error: Error) -> Result<()> {
+        self.push(error);
+        Ok(())
+    }
+
+    fn mask(&mut self, mask: &Descriptor) -> Result<()> {
+        self.extend(mask.problems(false).into_iter().map(|e| Error::Mask(Box::new(e))));
+        Ok(())
     }
 }
 

@@ -138,3 +138,70 @@ proptest! {
         }
     }
 }
+
+/// A descriptor that may break any set of the rules `validate` checks: a version past 3,
+/// strides of the wrong length, an item size past the bound, a descr of another size, a
+/// count that overflows, a null or wrapping pointer, a mask (in version 0, of another
+/// shape, itself broken) and a stream before version 3.
+fn any_descriptor(depth: u32) -> BoxedStrategy<Descriptor> {
+    let shape = prop::collection::vec(prop::sample::select(vec![0usize, 1, 3, usize::MAX / 2]), 0..=3);
+    let strides = prop::option::of(prop::collection::vec(-16isize..=16, 0..=4));
+    let itemsize = prop::sample::select(vec![0usize, 4, cai_core::MAX_ITEMSIZE + 1]);
+    let descr = prop::option::of(prop::sample::select(vec![2usize, 4]));
+    let data = prop::sample::select(vec![0usize, 8, 0x1000_0000, usize::MAX - 4]);
+    let stream = prop::sample::select(vec![None, Some(7usize)]);
+    let base = (shape, strides, itemsize, descr, data, 0u32..=4, stream).prop_map(
+        |(shape, strides, itemsize, descr, data, version, stream)| {
+            let mut d = Descriptor::from_typestr(TypeStr::void(itemsize), data, shape);
+            d.strides = strides.map(Into::into);
+            d.descr = descr.map(|n| cai_core::Descr::simple(TypeStr::void(n)));
+            d.version = version;
+            d.stream = cai_core::Stream::from_raw(stream).unwrap();
+            d
+        },
+    );
+    if depth == 0 {
+        return base.boxed();
+    }
+    (base, prop::option::of(any_descriptor(depth - 1)))
+        .prop_map(|(mut d, mask)| {
+            d.mask = mask.map(Box::new);
+            d
+        })
+        .boxed()
+}
+
+proptest! {
+    #[test]
+    fn problems_begin_with_the_error_of_validate(d in any_descriptor(2)) {
+        let problems = d.problems(false);
+        match d.validate() {
+            Ok(_) => prop_assert!(problems.is_empty(), "{:?}", problems),
+            Err(e) => prop_assert_eq!(problems.first(), Some(&e)),
+        }
+        // Each problem once.
+        for (i, p) in problems.iter().enumerate() {
+            prop_assert!(!problems[..i].contains(p), "{} twice in {:?}", p, problems);
+        }
+    }
+}
+
+#[test]
+fn problems_lists_each_rule_broken() {
+    // A null pointer, a stream in version 2 and a mask of another shape: three problems,
+    // where validate stops at the first.
+    let mut d = Descriptor::from_typestr(TypeStr::void(4), 0, [2usize, 3]);
+    d.version = 2;
+    d.stream = cai_core::Stream::from_raw(Some(5)).unwrap();
+    d.mask = Some(Box::new(Descriptor::from_typestr(TypeStr::void(1), 0x1000, [2usize])));
+    let messages: Vec<String> = d.problems(false).iter().map(ToString::to_string).collect();
+    assert_eq!(messages.len(), 3, "{messages:?}");
+    assert!(messages[0].starts_with("data: pointer 0 (null) received"), "{messages:?}");
+    assert!(messages[1].starts_with("mask: shape (2,)"), "{messages:?}");
+    assert!(messages[2].starts_with("stream: received 5 in a version 2 descriptor"), "{messages:?}");
+    assert_eq!(d.validate().unwrap_err().to_string(), messages[0]);
+    // The producer rule: an empty array exports pointer 0 from version 2.
+    let empty = Descriptor::from_typestr(TypeStr::void(4), 0x1000, [0usize]);
+    assert!(empty.problems(false).is_empty());
+    assert_eq!(empty.problems(true), vec![empty.check_producer_rules(empty.validate().unwrap()).unwrap_err()]);
+}

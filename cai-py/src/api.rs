@@ -202,17 +202,21 @@ fn given_options(py: Python<'_>, given: Options<'_, '_>) -> PyResult<ImportOptio
     let check_pointers = bool_argument("check_pointers", check_pointers)?;
     let allow_other_device = bool_argument("allow_other_device", allow_other_device)?.unwrap_or(false);
     warn_unchecked(py, check_pointers)?;
-    let config = config::get(py)?;
-    // A policy given is checked even where `sync=False` overrides it.
+    // A policy given is checked even where `sync=False` overrides it. Options the call
+    // gives are not read (a malformed variable for one of them does not matter).
     let policy = match (sync, policy_argument("policy", policy)?) {
         (false, _) => SyncPolicy::Ignore,
         (true, Some(p)) => p,
-        (true, None) => config.import_sync,
+        (true, None) => config::import_sync(py)?,
+    };
+    let check_pointers = match check_pointers {
+        Some(c) => c,
+        None => config::check_pointers(py)?,
     };
     Ok(ImportOptions {
         policy,
         consumer: consumer_stream(stream, false)?,
-        check_pointers: check_pointers.unwrap_or(config.check_pointers),
+        check_pointers,
         allow_other_device,
         caller: Caller::Function,
     })
@@ -312,12 +316,15 @@ pub fn from_dlpack<'py>(
     let imported = crate::dlpack::import(obj, consumer, copy)?;
     match imported.memory {
         crate::dlpack::Memory::Device => {
-            let config = config::get(py)?;
+            let check_pointers = match check_pointers {
+                Some(c) => c,
+                None => config::check_pointers(py)?,
+            };
             // The producer ordered its work before our stream: only the pointer is checked.
             let options = ImportOptions {
                 policy: SyncPolicy::Ignore,
                 consumer: None,
-                check_pointers: check_pointers.unwrap_or(config.check_pointers),
+                check_pointers,
                 allow_other_device: true,
                 caller: Caller::Function,
             };
@@ -342,13 +349,16 @@ pub fn as_array<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
 /// Checks a producer against the version of the interface it declares and returns every
 /// problem found, one message per problem (an empty list when it conforms).
 ///
-/// `obj` is an object exporting an interface, or an interface dict (read as a CUDA one
-/// unless `interface='host'`). `interface`: `'cuda'` checks `__cuda_array_interface__`,
-/// `'host'` NumPy's `__array_interface__`, and None (the default) the CUDA one when `obj`
-/// has it, else the host one; findings about the host interface start with
-/// `__array_interface__: `, so a list always says which was checked. Raises `TypeError`
-/// only when `obj` exports no interface that was asked for (or `interface` is not a str);
-/// an exception raised by the attribute itself is reported as a finding.
+/// `obj` is an object exporting an interface, or an interface dict (a dict, or another
+/// mapping that exports neither interface, read as a CUDA one unless `interface='host'`).
+/// `interface`: `'cuda'` checks `__cuda_array_interface__`, `'host'` NumPy's
+/// `__array_interface__`, and None (the default) the CUDA one when `obj` has it, else the
+/// host one; findings about the host interface start with `__array_interface__: `, so a
+/// list always says which was checked. An exception raised by the attribute itself is a
+/// finding, except an `AttributeError` (no interface) and the exceptions that are not an
+/// `Exception` or are a `MemoryError` or `RecursionError`, which propagate. Raises
+/// `TypeError` when `obj` exports no interface that was asked for and is no mapping, or
+/// when `interface` is not a str; `ValueError` for a str other than those.
 #[pyfunction]
 #[pyo3(signature = (obj, *, interface = None))]
 pub fn validate<'py>(obj: &Bound<'py, PyAny>, interface: Option<&Bound<'py, PyAny>>) -> PyResult<Vec<String>> {
@@ -374,6 +384,11 @@ pub fn validate<'py>(obj: &Bound<'py, PyAny>, interface: Option<&Bound<'py, PyAn
             Err(e) if must_propagate(py, &e) => return Err(e),
             Err(e) => return parse::findings(py, Err(e), iface),
         }
+    }
+    // A mapping other than a dict (a `MappingProxyType`, say), as the imports read it.
+    if parse::is_mapping(obj)? {
+        let iface = if interface == Some("host") { Interface::Host } else { Interface::Cuda };
+        return parse::findings(py, Ok(obj.clone()), iface);
     }
     match wanted {
         [only] => Err(no_interface(obj, *only)),

@@ -8,8 +8,10 @@
 //! | `CAI_EXPORT_STREAM` | `report`, `none` (always export `stream: None`) | `report` |
 //! | `CAI_EXPORT_VERSION` | 3, 2 (no `stream` key, as CuPy's `..._EXPORT_VERSION=2`) | 3 |
 //!
-//! A malformed value is a `ValueError` naming the variable, raised by the first call that
-//! needs it. Every extension module built on cai-py shares one set of options: the Python
+//! Each variable is read at the first use of its option. A malformed value is a
+//! `ValueError` naming the variable, raised by each call that needs that option (until
+//! `cai.configure` sets it), and by no other: a malformed `CAI_EXPORT_VERSION` stops no
+//! import, a malformed `CAI_IMPORT_SYNC` no export. Every extension module built on cai-py shares one set of options: the Python
 //! package `cai` publishes its own as a capsule (`cai._cai._config_v1`), and the others use
 //! it when `cai` can be imported (their own copy otherwise), so `cai.configure` also
 //! governs the extractors and exports of other modules.
@@ -90,27 +92,31 @@ pub(crate) struct Config {
 }
 
 /// The options as plain atomics, `#[repr(C)]`, so that modules compiled separately can
-/// share one instance through a capsule.
+/// share one instance through a capsule. Each holds [`UNREAD`] until its first use reads
+/// its variable or `cai.configure` sets it.
 #[repr(C)]
 struct Shared {
     layout: AtomicU32,
-    ready: AtomicU8,
     import_sync: AtomicU8,
     check_pointers: AtomicU8,
     export_stream: AtomicU8,
     export_version: AtomicU8,
 }
 
-const LAYOUT: u32 = 1;
+/// Version 2: each option read from the environment on its own (version 1 read all four
+/// at once, behind a `ready` flag).
+const LAYOUT: u32 = 2;
 const CAPSULE: &CStr = c"cai._cai._config_v1";
+
+/// The code of an option whose variable has not been read yet.
+const UNREAD: u8 = u8::MAX;
 
 static OWN: Shared = Shared {
     layout: AtomicU32::new(LAYOUT),
-    ready: AtomicU8::new(0),
-    import_sync: AtomicU8::new(0),
-    check_pointers: AtomicU8::new(1),
-    export_stream: AtomicU8::new(0),
-    export_version: AtomicU8::new(0),
+    import_sync: AtomicU8::new(UNREAD),
+    check_pointers: AtomicU8::new(UNREAD),
+    export_stream: AtomicU8::new(UNREAD),
+    export_version: AtomicU8::new(UNREAD),
 };
 
 /// Publishes this module's options as the shared ones (called by the `cai` package).
@@ -164,7 +170,75 @@ fn choose(py: Python<'_>) -> PyResult<(usize, bool)> {
     }
 }
 
-fn policy_code(p: SyncPolicy) -> u8 {
+/// One option: where it is kept, its variable, how the variable's text reads as the code
+/// kept, and the code when the variable is absent.
+struct Setting {
+    field: fn(&Shared) -> &AtomicU8,
+    env: &'static str,
+    parse: fn(&str) -> Result<u8, Problem>,
+    absent: u8,
+}
+
+const IMPORT_SYNC: Setting = Setting {
+    field: |s| &s.import_sync,
+    env: SyncPolicy::ENV,
+    parse: |v| {
+        SyncPolicy::parse(v).map(policy_code).map_err(|e| Problem::value_error(format!("{}: {e}", SyncPolicy::ENV)))
+    },
+    absent: policy_code(SyncPolicy::Wait),
+};
+
+const CHECK_POINTERS: Setting = Setting {
+    field: |s| &s.check_pointers,
+    env: "CAI_CHECK_POINTERS",
+    parse: |v| parse_flag("CAI_CHECK_POINTERS", v).map(u8::from),
+    absent: 1,
+};
+
+/// Codes: 0 the variable absent (the stream is reported), 1 `report`, 2 `none`.
+const EXPORT_STREAM: Setting = Setting {
+    field: |s| &s.export_stream,
+    env: "CAI_EXPORT_STREAM",
+    parse: |v| parse_export_stream("CAI_EXPORT_STREAM", v).map(stream_code),
+    absent: 0,
+};
+
+/// Codes: 0 the variable absent (the derived version), else the version.
+const EXPORT_VERSION: Setting = Setting {
+    field: |s| &s.export_version,
+    env: "CAI_EXPORT_VERSION",
+    parse: |v| parse_export_version("CAI_EXPORT_VERSION", v).map(|v| v as u8),
+    absent: 0,
+};
+
+impl Setting {
+    /// The option's code, its variable read at its first use. A malformed variable is
+    /// raised by each use, until `cai.configure` sets the option: a use of another
+    /// option does not read it.
+    #[inline(always)]
+    fn code(&self, s: &Shared) -> Result<u8, Problem> {
+        match (self.field)(s).load(Ordering::Acquire) {
+            UNREAD => self.read(s),
+            code => Ok(code),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn read(&self, s: &Shared) -> Result<u8, Problem> {
+        let code = match env(self.env)? {
+            Some(v) => (self.parse)(&v)?,
+            None => self.absent,
+        };
+        // A value set meanwhile (by `cai.configure` on another thread) is kept.
+        match (self.field)(s).compare_exchange(UNREAD, code, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => Ok(code),
+            Err(current) => Ok(current),
+        }
+    }
+}
+
+const fn policy_code(p: SyncPolicy) -> u8 {
     match p {
         SyncPolicy::Wait => 0,
         SyncPolicy::Synchronize => 1,
@@ -172,29 +246,30 @@ fn policy_code(p: SyncPolicy) -> u8 {
     }
 }
 
-fn store(s: &Shared, c: &Config) {
-    s.import_sync.store(policy_code(c.import_sync), Ordering::Release);
-    s.check_pointers.store(u8::from(c.check_pointers), Ordering::Release);
-    s.export_stream.store(c.export.stream_none.map_or(0, |none| if none { 2 } else { 1 }), Ordering::Release);
-    s.export_version.store(c.export.version.map_or(0, |v| v as u8), Ordering::Release);
-    s.ready.store(1, Ordering::Release);
+fn policy_of(code: u8) -> SyncPolicy {
+    match code {
+        1 => SyncPolicy::Synchronize,
+        2 => SyncPolicy::Ignore,
+        _ => SyncPolicy::Wait,
+    }
 }
 
-fn load(s: &Shared) -> Config {
-    let import_sync = policy_of(s.import_sync.load(Ordering::Acquire));
-    let stream_none = match s.export_stream.load(Ordering::Acquire) {
-        1 => Some(false),
-        2 => Some(true),
-        _ => None,
-    };
-    let version = match s.export_version.load(Ordering::Acquire) {
-        0 => None,
-        v => Some(u32::from(v)),
-    };
-    Config {
-        import_sync,
-        check_pointers: s.check_pointers.load(Ordering::Acquire) != 0,
-        export: ExportOptions { stream_none, version },
+fn stream_code(none: bool) -> u8 {
+    if none {
+        2
+    } else {
+        1
+    }
+}
+
+fn export_options(stream: u8, version: u8) -> ExportOptions {
+    ExportOptions {
+        stream_none: match stream {
+            1 => Some(false),
+            2 => Some(true),
+            _ => None,
+        },
+        version: (version != 0).then_some(u32::from(version)),
     }
 }
 
@@ -210,7 +285,10 @@ pub(crate) fn parse_flag(name: &str, value: &str) -> Result<bool, Problem> {
     match value.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" | "on" => Ok(true),
         "0" | "false" | "no" | "off" => Ok(false),
-        _ => Err(Problem::value_error(format!("{name}: {} is not 1 or 0", cai_core::quoted(value)))),
+        _ => Err(Problem::value_error(format!(
+            "{name}: {} is not a flag (expected 1, true, yes or on; or 0, false, no or off)",
+            cai_core::quoted(value)
+        ))),
     }
 }
 
@@ -240,90 +318,55 @@ pub(crate) struct Overrides {
     pub(crate) version: Option<u32>,
 }
 
-impl Overrides {
-    fn apply(self, c: &mut Config) {
-        if let Some(v) = self.import_sync {
-            c.import_sync = v;
-        }
-        if let Some(v) = self.check_pointers {
-            c.check_pointers = v;
-        }
-        if let Some(v) = self.stream_none {
-            c.export.stream_none = Some(v);
-        }
-        if let Some(v) = self.version {
-            c.export.version = Some(v);
-        }
-    }
-}
-
-/// The options from the environment, except those `overrides` sets.
-fn from_env(overrides: Overrides) -> Result<Config, Problem> {
-    let import_sync = match (overrides.import_sync, env(SyncPolicy::ENV)?) {
-        (Some(v), _) => v,
-        (None, Some(v)) => {
-            SyncPolicy::parse(&v).map_err(|e| Problem::value_error(format!("{}: {e}", SyncPolicy::ENV)))?
-        }
-        (None, None) => SyncPolicy::Wait,
-    };
-    let check_pointers = match (overrides.check_pointers, env("CAI_CHECK_POINTERS")?) {
-        (Some(v), _) => v,
-        (None, Some(v)) => parse_flag("CAI_CHECK_POINTERS", &v)?,
-        (None, None) => true,
-    };
-    let stream_none = match overrides.stream_none {
-        Some(v) => Some(v),
-        None => env("CAI_EXPORT_STREAM")?.map(|v| parse_export_stream("CAI_EXPORT_STREAM", &v)).transpose()?,
-    };
-    let version = match overrides.version {
-        Some(v) => Some(v),
-        None => env("CAI_EXPORT_VERSION")?.map(|v| parse_export_version("CAI_EXPORT_VERSION", &v)).transpose()?,
-    };
-    Ok(Config { import_sync, check_pointers, export: ExportOptions { stream_none, version } })
-}
-
 /// The two options every import reads when none is given: the sync policy and whether
-/// pointers are checked (the first read of [`get`], as cheap as two loads after it).
+/// pointers are checked (two loads once read).
 #[inline(always)]
 pub(crate) fn import_defaults(py: Python<'_>) -> PyResult<(SyncPolicy, bool)> {
-    let s = loaded(py)?;
-    Ok((policy_of(s.import_sync.load(Ordering::Acquire)), s.check_pointers.load(Ordering::Acquire) != 0))
-}
-
-fn policy_of(code: u8) -> SyncPolicy {
-    match code {
-        1 => SyncPolicy::Synchronize,
-        2 => SyncPolicy::Ignore,
-        _ => SyncPolicy::Wait,
-    }
-}
-
-/// The current options (read from the environment the first time).
-pub(crate) fn get(py: Python<'_>) -> PyResult<Config> {
-    Ok(load(loaded(py)?))
-}
-
-/// The shared options, read from the environment first if nothing has set them yet.
-#[inline(always)]
-fn loaded(py: Python<'_>) -> PyResult<&'static Shared> {
     let s = shared(py)?;
-    if s.ready.load(Ordering::Acquire) == 0 {
-        store(s, &from_env(Overrides::default())?);
-    }
-    Ok(s)
+    Ok((policy_of(IMPORT_SYNC.code(s)?), CHECK_POINTERS.code(s)? != 0))
 }
 
-/// Changes the options `overrides` sets and returns them all. Before the first read, the
-/// others come from the environment, which is not read for those set here.
+/// The sync policy of imports that give none.
+pub(crate) fn import_sync(py: Python<'_>) -> PyResult<SyncPolicy> {
+    Ok(policy_of(IMPORT_SYNC.code(shared(py)?)?))
+}
+
+/// Whether pointers are checked, where the call does not say.
+pub(crate) fn check_pointers(py: Python<'_>) -> PyResult<bool> {
+    Ok(CHECK_POINTERS.code(shared(py)?)? != 0)
+}
+
+/// The process-wide export options, which an object's own options override.
+pub(crate) fn export_defaults(py: Python<'_>) -> PyResult<ExportOptions> {
+    let s = shared(py)?;
+    Ok(export_options(EXPORT_STREAM.code(s)?, EXPORT_VERSION.code(s)?))
+}
+
+/// Changes the options `overrides` sets and returns them all. The others keep their
+/// value, read from the environment if no use has read it yet; a malformed variable not
+/// overridden is raised, and then nothing is changed.
 pub(crate) fn update(py: Python<'_>, overrides: Overrides) -> PyResult<Config> {
     let s = shared(py)?;
-    let c = if s.ready.load(Ordering::Acquire) == 0 {
-        from_env(overrides)?
-    } else {
-        let mut c = load(s);
-        overrides.apply(&mut c);
-        c
-    };
-    store(s, &c);
-    Ok(c)
+    let given = [
+        overrides.import_sync.map(policy_code),
+        overrides.check_pointers.map(u8::from),
+        overrides.stream_none.map(stream_code),
+        overrides.version.map(|v| v as u8),
+    ];
+    let mut codes = [0; 4];
+    for ((setting, given), code) in
+        [IMPORT_SYNC, CHECK_POINTERS, EXPORT_STREAM, EXPORT_VERSION].iter().zip(given).zip(&mut codes)
+    {
+        *code = match given {
+            Some(c) => c,
+            None => setting.code(s)?,
+        };
+    }
+    for (setting, given) in [IMPORT_SYNC, CHECK_POINTERS, EXPORT_STREAM, EXPORT_VERSION].iter().zip(given) {
+        if let Some(c) = given {
+            (setting.field)(s).store(c, Ordering::Release);
+        }
+    }
+    let [sync, check, stream, version] = codes;
+    Ok(Config { import_sync: policy_of(sync), check_pointers: check != 0, export: export_options(stream, version) })
 }

@@ -325,7 +325,7 @@ pub(crate) fn device(py: Python<'_>, descriptor: &Descriptor, extent: Extent, me
     match memory {
         Memory::Host => Ok(HOST),
         Memory::Device => {
-            let check = crate::config::get(py)?.check_pointers;
+            let check = crate::config::check_pointers(py)?;
             export_device(py, descriptor.data, extent.is_empty(), check)
         }
     }

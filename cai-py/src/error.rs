@@ -21,7 +21,9 @@ pyo3::create_exception!(
     cai,
     CudaDriverError,
     PyRuntimeError,
-    "The CUDA driver is missing or failed while synchronizing on an imported stream."
+    "The CUDA driver is missing or failed where cai needs it: synchronizing on an imported stream, telling \
+     the device of a pointer (checked imports, a device array's DLPack export, pointer_attributes) or copying \
+     device memory."
 );
 
 /// A `cai.CudaDriverError` carrying `message`.
@@ -152,7 +154,7 @@ pub(crate) fn received_int(value: &Bound<'_, PyAny>, index: Option<&Bound<'_, Py
     })
 }
 
-/// The text of `index`, the int that `value`'s `__index__` gave, unless `value` is an int
+/// The text of `index`, the int that `value`'s `__index__` gave, unless `value` is an exact int
 /// or its text `shown` shows that int already (as a whole number, not a part of a number,
 /// a hex address or a name).
 pub(crate) fn index_not_shown(
@@ -160,7 +162,7 @@ pub(crate) fn index_not_shown(
     shown: &str,
     index: Option<&Bound<'_, PyInt>>,
 ) -> PyResult<Option<String>> {
-    let Some(index) = index.filter(|_| !value.is_instance_of::<PyInt>()) else { return Ok(None) };
+    let Some(index) = index.filter(|_| !value.is_exact_instance_of::<PyInt>()) else { return Ok(None) };
     let gave = crate::shown::shown(index.as_any())?;
     let joined = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.');
     let whole = shown

@@ -14,20 +14,21 @@ use crate::view::{CudaArray, HostArray};
 ///
 /// The dict carries `shape`, `typestr`, `data`, `version` and `strides` (`None` when the
 /// array is C-contiguous, as Numba and cuDF expect), `descr` for records, `mask` when there
-/// is one (a view of the mask that keeps `owner` alive, unless `mask` gives the object) and,
-/// for the CUDA interface from version 3, `stream`. The host interface is NumPy's version 3.
+/// is one (a view of the descriptor's mask, which keeps `mask_owner` alive, or `owner` when
+/// that is `None`) and, for the CUDA interface from version 3, `stream`. The host interface
+/// is NumPy's version 3.
 pub fn interface_dict<'py>(
     owner: &Bound<'py, PyAny>,
     descriptor: &Descriptor,
     iface: Interface,
-    mask: Option<&Bound<'py, PyAny>>,
+    mask_owner: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     // A dict of immutable values (no mask object, no descr list) is built once per
     // descriptor and copied on later exports of the same array: the copy is the caller's
     // to change. The descriptor, with its pointer and stream, is compared in full.
-    let cacheable = mask.is_none() && descriptor.mask.is_none() && descriptor.descr.is_none();
+    let cacheable = descriptor.mask.is_none() && descriptor.descr.is_none();
     if !cacheable {
-        return build(owner, descriptor, iface, mask);
+        return build(owner, descriptor, iface, mask_owner);
     }
     let py = owner.py();
     // The per-thread caches are gone while the thread's locals are torn down (a
@@ -81,7 +82,7 @@ fn build<'py>(
     owner: &Bound<'py, PyAny>,
     descriptor: &Descriptor,
     iface: Interface,
-    mask: Option<&Bound<'py, PyAny>>,
+    mask_owner: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let py = owner.py();
     let dict = PyDict::new(py);
@@ -100,16 +101,13 @@ fn build<'py>(
         Some(s) if !descriptor.is_c_contiguous() => dict.set_item(intern!(py, "strides"), PyTuple::new(py, s)?)?,
         _ => dict.set_item(intern!(py, "strides"), py.None())?,
     }
-    match (mask, &descriptor.mask) {
-        (Some(m), _) => dict.set_item(intern!(py, "mask"), m)?,
-        (None, Some(m)) => {
-            let view = match iface {
-                Interface::Cuda => CudaArray::from_descriptor(owner, (**m).clone())?,
-                Interface::Host => HostArray::from_descriptor(owner, (**m).clone())?,
-            };
-            dict.set_item(intern!(py, "mask"), view)?;
-        }
-        (None, None) => {}
+    if let Some(m) = &descriptor.mask {
+        let owner = mask_owner.unwrap_or(owner);
+        let view = match iface {
+            Interface::Cuda => CudaArray::from_descriptor(owner, (**m).clone())?,
+            Interface::Host => HostArray::from_descriptor(owner, (**m).clone())?,
+        };
+        dict.set_item(intern!(py, "mask"), view)?;
     }
     if iface == Interface::Cuda && version >= 3 {
         dict.set_item(intern!(py, "stream"), descriptor.stream.to_raw())?;

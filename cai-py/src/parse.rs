@@ -161,11 +161,12 @@ where
         return Ok(IntLike::NotInt);
     }
     let py = value.py();
-    let index = match value.cast::<PyInt>() {
+    let index = match value.cast_exact::<PyInt>() {
         Ok(int) => int.clone(),
         Err(_) => {
             // SAFETY: `value` is live; PyNumber_Index returns a new reference (an int of
-            // exact type, from 3.10 on) or null with an exception set.
+            // exact type, from 3.10 on: of an int subclass, a copy of its value, with no
+            // code of the subclass run) or null with an exception set.
             match unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyNumber_Index(value.as_ptr())) } {
                 Ok(index) => index.cast_into::<PyInt>().map_err(PyErr::from)?,
                 Err(e) if must_propagate(py, &e) => return Err(e),
@@ -528,6 +529,18 @@ fn mapping_class(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
         Ok(py.import("collections.abc")?.getattr("Mapping")?.cast_into::<PyType>()?.unbind())
     })?;
     Ok(class.bind(py))
+}
+
+/// Whether `value` is a `collections.abc.Mapping`. An ordinary exception raised by the
+/// check (which runs `value`'s `__class__`) means it is not; one that [must
+/// propagate](must_propagate) does.
+pub(crate) fn is_mapping(value: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let py = value.py();
+    match mapping_class(py).and_then(|m| value.is_instance(m)) {
+        Ok(is) => Ok(is),
+        Err(e) if must_propagate(py, &e) => Err(e),
+        Err(_) => Ok(false),
+    }
 }
 
 /// The value as a dict: itself, or a copy of another mapping.
@@ -999,23 +1012,32 @@ fn collect(dict: &Bound<'_, PyDict>, iface: Interface, out: &mut Vec<String>, al
         (Interface::Cuda, Some(s)) => note(out, stream(s))?,
         _ => Some(Stream::None),
     };
-    let (Some(shape), Some(typestr), Some(descr), Some((data, readonly)), Some(strides), Some(mask), Some(stream)) =
-        (shape, typestr, descr, data, strides, mask, stream)
+    // A mask with problems of its own (noted) leaves the array's other rules to check.
+    let mask_failed = mask.is_none();
+    let mask_in_version_0 = || Error::MaskVersion { version: rules }.to_string();
+    let (Some(shape), Some(typestr), Some(descr), Some((data, readonly)), Some(strides), Some(stream)) =
+        (shape, typestr, descr, data, strides, stream)
     else {
-        return Ok(());
-    };
-    if declared.is_none() {
-        return Ok(());
-    }
-    let descriptor = Descriptor { shape, strides, typestr, descr, data, readonly, version: rules, mask, stream };
-    match descriptor.validate() {
-        Ok(extent) if iface == Interface::Cuda => {
-            if let Err(e) = descriptor.check_producer_rules(extent) {
-                out.push(e.to_string());
+        // No descriptor to check: the rules that need only the version and a key's
+        // presence still are.
+        if declared.is_some() {
+            if let Some(value) = stream.and_then(|s| s.to_raw()).filter(|_| rules < 3) {
+                out.push(Error::StreamVersion { value, version: rules }.to_string());
+            }
+            if rules < 1 && keys.get(MASK).is_some_and(|m| !m.is_none()) {
+                out.push(mask_in_version_0());
             }
         }
-        Ok(_) => {}
-        Err(e) => out.push(e.to_string()),
+        return Ok(());
+    };
+    // Without a version, the rules of every version are checked; those of some versions
+    // only (a mask or a stream allowed, pointer 0 for an empty array) are not.
+    let mask = mask.flatten();
+    let descriptor = Descriptor { shape, strides, typestr, descr, data, readonly, version: rules, mask, stream };
+    let producer = iface == Interface::Cuda && declared.is_some();
+    out.extend(descriptor.problems(producer).iter().map(ToString::to_string));
+    if mask_failed && declared.is_some() && rules < 1 {
+        out.push(mask_in_version_0());
     }
     Ok(())
 }

@@ -39,7 +39,7 @@ fn with_options<T: PyClass>(
 ) -> PyResult<(cai_core::Descriptor, ExportOptions)> {
     // The process-wide options first: the first use imports the `cai` package, which runs
     // Python code that may change the object.
-    let defaults = crate::config::get(slf.py())?.export;
+    let defaults = crate::config::export_defaults(slf.py())?;
     let (descriptor, own) = {
         let this = borrow(slf)?;
         (read(&this)?, options(&this))

@@ -360,9 +360,12 @@ mod imp {
 
     pub(super) fn pointer_opt_out(caller: Caller) -> &'static str {
         match caller {
-            Caller::Function => "pass check_pointers=False (or set CAI_CHECK_POINTERS=0) to skip this check",
+            Caller::Function => {
+                "pass check_pointers=False, or call cai.configure(check_pointers=False), to skip this check"
+            }
             Caller::Extractor => {
-                "set CAI_CHECK_POINTERS=0, or call cai.configure(check_pointers=False), to skip this check"
+                "call cai.configure(check_pointers=False) (or set CAI_CHECK_POINTERS=0 before the first import) to \
+                 skip this check"
             }
         }
     }
@@ -417,8 +420,8 @@ mod imp {
                 Err(no_driver_for_export(
                     py,
                     format!(
-                        "data: cannot tell the device of pointer 0x{ptr:x} (set CAI_CHECK_POINTERS=0 to export it as \
-                         device 0)"
+                        "data: cannot tell the device of pointer 0x{ptr:x} (call cai.configure(check_pointers=False), \
+                         or set CAI_CHECK_POINTERS=0 before the first export, to export it as device 0)"
                     ),
                     e,
                 ))

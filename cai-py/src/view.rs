@@ -60,9 +60,11 @@ impl Core {
         d
     }
 
+    /// The interface dict this view exports. A mask is exported as a view of the mask as
+    /// it was read, which keeps the mask object alive, not as that object, whose interface
+    /// may have changed since: a view is frozen, its mask too.
     fn interface<'py>(&self, slf: &Bound<'py, PyAny>, iface: Interface) -> PyResult<Bound<'py, PyDict>> {
-        let py = slf.py();
-        let mask = self.links.mask().map(|m| m.bind(py));
+        let mask = self.links.mask().map(|m| m.bind(slf.py()));
         interface_dict(slf, &self.export_descriptor(iface), iface, mask)
     }
 
@@ -142,25 +144,47 @@ fn own_classes_module(py: Python<'_>) {
 /// are `cai.CudaArray` / `cai.HostArray` instances.
 #[pyfunction]
 pub(crate) fn _make_view_v3<'py>(
-    host: bool,
+    host: &Bound<'py, PyAny>,
     interface: &Bound<'py, PyAny>,
     owner: &Bound<'py, PyAny>,
     lifeline: &Bound<'py, PyAny>,
-    version: u64,
+    version: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    make_view(host, interface, owner, lifeline, Some(version))
+    // An exact int: this private factory is called by cai-py's own code, with the
+    // version it read.
+    let text = || crate::error::received(version);
+    let version = match version.cast_exact::<pyo3::types::PyInt>().map(|v| v.extract::<u64>()) {
+        Ok(Ok(v)) => v,
+        Ok(Err(_)) => {
+            return Err(Problem::value_error(format!("version: {} is not from 0 to 2**64 - 1", text()?)).into())
+        }
+        Err(_) => return Err(Problem::type_error(format!("version: expected an int, received {}", text()?)).into()),
+    };
+    make_view(host_argument(host)?, interface, owner, lifeline, Some(version))
+}
+
+/// The `host` argument of the factories: True or False.
+fn host_argument(host: &Bound<'_, PyAny>) -> PyResult<bool> {
+    match host.cast_exact::<pyo3::types::PyBool>() {
+        Ok(b) => Ok(b.is_true()),
+        Err(_) => Err(Problem::type_error(format!(
+            "host: expected True or False, received {}",
+            crate::error::received(host)?
+        ))
+        .into()),
+    }
 }
 
 /// The factory of modules built on cai-py from before `_make_view_v3`: the declared
 /// version is the dict's.
 #[pyfunction]
 pub(crate) fn _make_view_v2<'py>(
-    host: bool,
+    host: &Bound<'py, PyAny>,
     interface: &Bound<'py, PyAny>,
     owner: &Bound<'py, PyAny>,
     lifeline: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    make_view(host, interface, owner, lifeline, None)
+    make_view(host_argument(host)?, interface, owner, lifeline, None)
 }
 
 /// The factories' view: `version`, when given, is the declared version, whose rules must
@@ -193,7 +217,7 @@ fn make_view<'py>(
 /// `interface`, kept alive by `owner` and by `interface` itself.
 #[pyfunction]
 pub(crate) fn _make_view_v1<'py>(
-    host: bool,
+    host: &Bound<'py, PyAny>,
     interface: &Bound<'py, PyAny>,
     owner: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
@@ -604,7 +628,9 @@ macro_rules! view_class {
 
             /// `(device_type, device_id)` as DLPack names them: `(1, 0)` for host memory,
             /// `(2, ordinal)` for CUDA device memory, `(13, ordinal)` for managed memory and
-            /// `(3, 0)` for pinned host memory (the last two where a driver can tell).
+            /// `(3, 0)` for pinned host memory. Of a device array, the driver tells which:
+            /// without one, this raises `cai.CudaDriverError`, unless pointers are not
+            /// checked (`cai.configure(check_pointers=False)`), which makes it `(2, 0)`.
             fn __dlpack_device__(slf: &Bound<'_, Self>) -> PyResult<(i32, i32)> {
                 let core = &slf.get().core;
                 let d = crate::dlpack::device(slf.py(), &core.descriptor, core.extent, memory($iface))?;

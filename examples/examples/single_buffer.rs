@@ -22,7 +22,10 @@ struct Image<B> {
 
 fn main() -> Result<(), Error> {
     let image = Image { pixels: vec![0.5f32; 480 * 640], shape: [480, 640] };
-    println!("__array_interface__ = {}", image.array_interface()?);
+    // The descriptor prints as the CUDA interface writes it (`descr` and `stream` always);
+    // cai-py's `__array_interface__` leaves out the `descr` of a plain type, and `stream`,
+    // which NumPy's interface does not have.
+    println!("descriptor = {}", image.array_interface()?);
 
     let wrong = Image { pixels: vec![0.5f32; 10], shape: [480, 640] };
     println!("a shape larger than its buffer is refused:\n  {}", wrong.array_interface().unwrap_err());

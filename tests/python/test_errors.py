@@ -202,6 +202,24 @@ def test_int_like_arguments_past_64_bits_are_named_with_the_int_they_gave():
         cai.pointer_attributes(Longer())
 
 
+def test_an_int_subclass_that_hides_its_value_is_named_with_it():
+    class Hidden(int):
+        def __repr__(self):
+            raise RuntimeError("no repr")
+
+    before = cai.configure()
+    with pytest.raises(
+        ValueError, match=r"^export_version: <repr\(\) raised RuntimeError> \(Hidden; its __index__ gave 7\) is not 2 or 3"
+    ):
+        cai.configure(export_version=Hidden(7))
+    assert cai.configure() == before
+    with pytest.raises(ValueError, match=r"^ptr: <repr\(\) raised RuntimeError> \(Hidden; its __index__ gave -4\)"):
+        cai.pointer_attributes(Hidden(-4))
+    # An int subclass whose text shows its value is named as before.
+    with pytest.raises(ValueError, match=r"^export_version: 7 \(Shown\) is not 2 or 3$"):
+        cai.configure(export_version=type("Shown", (int,), {})(7))
+
+
 def test_integer_stream_needs_a_driver_to_synchronize():
     from cai_fixtures import DeviceMatrix  # noqa: F401  (same machine facts for both modules)
 

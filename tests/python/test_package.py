@@ -95,3 +95,29 @@ def test_import_functions_read_every_call_form_as_their_signature_says():
     for call in (lambda: cai.from_cuda_array_interface({}), lambda: cai.from_cuda_array_interface({}, None)):
         with pytest.raises(TypeError, match="version: required key is missing"):
             call()
+
+
+def test_stub_classes_are_the_runtime_classes():
+    # Every class the stub declares exists at runtime with the bases it declares, except
+    # a typing-only Protocol; a class marked @final cannot be subclassed at runtime.
+    import ast
+    import builtins
+
+    import pytest
+
+    import cai._cai as ext
+
+    tree = ast.parse((package_dir() / "_cai.pyi").read_text())
+    classes = [node for node in tree.body if isinstance(node, ast.ClassDef)]
+    protocols = {n.name for n in classes if any(isinstance(b, ast.Name) and b.id == "Protocol" for b in n.bases)}
+    assert len(classes) > len(protocols)
+    for node in classes:
+        if node.name in protocols:
+            assert not hasattr(ext, node.name), node.name
+            continue
+        runtime = getattr(ext, node.name)
+        for base in (b.id for b in node.bases if isinstance(b, ast.Name) and b.id not in protocols):
+            assert issubclass(runtime, getattr(ext, base, None) or getattr(builtins, base)), (node.name, base)
+        if any(isinstance(d, ast.Name) and d.id == "final" for d in node.decorator_list):
+            with pytest.raises(TypeError):
+                type("Sub", (runtime,), {})

@@ -352,6 +352,46 @@ def test_configure_overrides_a_malformed_environment_variable():
     assert r.stdout.strip() == "(2,)", r.stderr
 
 
+@pytest.mark.parametrize("name,option", [("CAI_IMPORT_SYNC", "import_sync='wait'"), ("CAI_CHECK_POINTERS", "check_pointers=True")])
+def test_configure_overrides_a_variable_that_is_not_text(name, option):
+    # "\udcff" reaches the process as the byte 0xff, which is no UTF-8.
+    code = (
+        "import cai\n"
+        "try:\n"
+        "    cai.configure()\n"
+        "except ValueError as e:\n"
+        "    print('still', e)\n"
+        f"print(sorted(cai.configure({option})))\n"
+    )
+    r = run_with_env(code, **{name: "\udcff"})
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith(f"still {name}: environment variable was not valid unicode"), lines
+    assert lines[1] == "['check_pointers', 'export_stream', 'export_version', 'import_sync']"
+
+
+def test_a_malformed_variable_stops_only_the_calls_that_need_its_option():
+    code = (
+        "import cai, cai_fixtures as fx\n"
+        "d = dict(shape=(4,), typestr='<f4', data=(0x7f0000000000, False), version=3)\n"
+        "def attempt(what, f):\n"
+        "    try:\n"
+        "        f()\n"
+        "        print(what, 'ok')\n"
+        "    except ValueError as e:\n"
+        "        print(what, str(e).split(':')[0])\n"
+        "attempt('export', lambda: fx.DeviceMatrix(0x7f0000000000, 4, [4], stream=7).__cuda_array_interface__)\n"
+        "attempt('given', lambda: cai.from_cuda_array_interface(d, sync=False, check_pointers=False))\n"
+        "attempt('default', lambda: cai.from_cuda_array_interface(d))\n"
+    )
+    # An import-only variable: exports, and imports that give both import options, go on.
+    r = run_with_env(code, CAI_IMPORT_SYNC="bogus", CAI_CHECK_POINTERS="0")
+    assert r.stdout.split("\n")[:3] == ["export ok", "given ok", "default CAI_IMPORT_SYNC"], r.stderr
+    # An export-only variable: imports go on.
+    r = run_with_env(code, CAI_EXPORT_VERSION="4", CAI_CHECK_POINTERS="0", CAI_IMPORT_SYNC="ignore")
+    assert r.stdout.split("\n")[:3] == ["export CAI_EXPORT_VERSION", "given ok", "default ok"], r.stderr
+
+
 def test_environment_variables():
     code = (
         "import cai, cai_fixtures as fx\n"
@@ -369,12 +409,12 @@ def test_environment_variables():
     "name,value,message",
     [
         ("CAI_IMPORT_SYNC", "later", "CAI_IMPORT_SYNC: 'later' is not a sync policy"),
-        ("CAI_CHECK_POINTERS", "maybe", "CAI_CHECK_POINTERS: 'maybe' is not 1 or 0"),
+        ("CAI_CHECK_POINTERS", "maybe", "CAI_CHECK_POINTERS: 'maybe' is not a flag (expected 1, true, yes or on; or 0, false, no or off)"),
         ("CAI_EXPORT_STREAM", "all", "CAI_EXPORT_STREAM: 'all' is not 'report' or 'none'"),
         ("CAI_EXPORT_VERSION", "1", "CAI_EXPORT_VERSION: '1' is not 2 or 3"),
         # As received (not trimmed nor lower-cased), and a long value by its start.
         ("CAI_EXPORT_STREAM", " ALL ", "CAI_EXPORT_STREAM: ' ALL ' is not 'report' or 'none'"),
-        ("CAI_CHECK_POINTERS", "x" * 1000, "CAI_CHECK_POINTERS: '" + "x" * 80 + "'... (1000 characters) is not 1 or 0"),
+        ("CAI_CHECK_POINTERS", "x" * 1000, "CAI_CHECK_POINTERS: '" + "x" * 80 + "'... (1000 characters) is not a flag"),
     ],
 )
 def test_malformed_environment_variables_are_value_errors(name, value, message):

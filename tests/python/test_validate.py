@@ -28,6 +28,65 @@ def test_every_problem_is_listed():
     assert "__cuda_array_interface__: key 'extra' is not defined by any version of the interface" in findings
 
 
+def test_every_rule_broken_by_a_readable_descriptor_is_listed():
+    # The descriptor's rules go on past the first broken: a null pointer, strides of the
+    # wrong length, a stream in version 2.
+    null_and_stream = cai.validate(cai_dict(data=(0, False), version=2, stream=5))
+    assert [f.split(":")[0] for f in null_and_stream] == ["data", "stream"], null_and_stream
+    strides_and_stream = cai.validate(cai_dict(version=2, stream=5, strides=(4, 4)))
+    assert [f.split(":")[0] for f in strides_and_stream] == ["strides", "stream"], strides_and_stream
+    assert strides_and_stream[1] == "stream: received 5 in a version 2 descriptor; streams exist from version 3"
+    # With the version missing, the rules of every version are still checked.
+    no_version = cai_dict(data=(0, False))
+    del no_version["version"]
+    findings = cai.validate(no_version)
+    assert [f.split(":")[0] for f in findings] == ["version", "data"], findings
+    # Where the descriptor cannot be read, the rules that need only the version still are.
+    findings = cai.validate(cai_dict(typestr="<f3", version=2, stream=5))
+    assert [f.split(":")[0] for f in findings] == ["typestr", "stream"], findings
+    mask = Producer(cai_dict(shape=(3,)))
+    findings = cai.validate(cai_dict(shape="x", version=0, mask=mask))
+    assert [f.split(":")[0] for f in findings] == ["shape", "mask"], findings
+    assert "version 0" in findings[1], findings
+    # A mask's shape against the array's, and the array's rules past a broken mask.
+    findings = cai.validate(cai_dict(mask=Producer(cai_dict(shape=(3,))), version=2, stream=5))
+    assert [f.split(":")[0] for f in findings] == ["mask", "stream"], findings
+    assert findings[0] == "mask: shape (3,) does not match the array's shape (4,)"
+    findings = cai.validate(cai_dict(mask=Producer(cai_dict(data=(0, False))), version=2, stream=5))
+    assert [f.split(":")[0] for f in findings] == ["mask", "stream"], findings
+    assert findings[0].startswith("mask: data: pointer 0 (null)"), findings
+
+
+def test_a_mapping_that_is_not_a_dict_is_validated_as_the_imports_read_it():
+    import collections
+    import types
+
+    good = types.MappingProxyType(cai_dict())
+    assert cai.from_cuda_array_interface(good, check_pointers=False).shape == cai_dict()["shape"]
+    assert cai.validate(good) == []
+    assert cai.validate(collections.ChainMap(cai_dict(typestr="<f3"))) == [
+        "typestr: '<f3' is malformed: a float is 2, 4, 8, 10, 12 or 16 bytes"
+    ]
+    host = types.MappingProxyType({"shape": (2,), "typestr": "<f4", "data": (64, False), "version": 3, "stream": 5})
+    assert cai.validate(host, interface="host") == [
+        "__array_interface__: key 'stream' is not defined by any version of the interface"
+    ]
+    # A mapping that exports an interface is read by its interface.
+    class Both(collections.abc.Mapping):
+        __cuda_array_interface__ = cai_dict(typestr="<f9")
+
+        def __getitem__(self, key):
+            raise KeyError(key)
+
+        def __iter__(self):
+            return iter(())
+
+        def __len__(self):
+            return 0
+
+    assert cai.validate(Both()) == ["typestr: '<f9' is malformed: a float is 2, 4, 8, 10, 12 or 16 bytes"]
+
+
 def test_version_rules():
     assert cai.validate(cai_dict(version=2, stream=1)) == [
         "stream: received 1 in a version 2 descriptor; streams exist from version 3"

@@ -36,7 +36,16 @@ def test_mask_from_version_1(version):
     mask = Producer(cai_dict(shape=(4,), typestr="|b1", ptr=PTR + 4096, version=version))
     v = cai.as_cuda_array(Producer(cai_dict(version=version, mask=mask)))
     assert v.mask is mask
-    assert v.__cuda_array_interface__["mask"] is mask
+    # The export's mask is a view of the mask as it was read, which a later change of the
+    # mask's producer does not change.
+    exported = v.__cuda_array_interface__["mask"]
+    assert type(exported) is cai.CudaArray and exported.owner is mask
+    assert exported.__cuda_array_interface__ == {**mask.__cuda_array_interface__, "version": 3, "strides": None, "stream": None}
+    mask.desc = cai_dict(shape=(99,), typestr="|b1", ptr=PTR + 8192)
+    again = v.__cuda_array_interface__["mask"]
+    assert again.__cuda_array_interface__ == exported.__cuda_array_interface__
+    assert cai.validate(v) == []
+    assert cai.as_cuda_array(v).mask.ptr == PTR + 4096
 
 
 def test_mask_shape_must_match():
@@ -108,6 +117,16 @@ def test_the_factory_refuses_a_version_its_dict_was_not_read_by():
     with pytest.raises(ValueError, match=r"^version: 3 is not declared by a dict read by version 2's rules"):
         cai._cai._make_view_v3(False, d, Producer(d), None, 3)
     assert cai._cai._make_view_v3(False, cai_dict(version=3), Producer(d), None, 9).version == 9
+    # Its arguments are named when wrong, with the right class.
+    make = cai._cai._make_view_v3
+    with pytest.raises(ValueError, match=r"^version: -1 \(int\) is not from 0 to 2\*\*64 - 1$"):
+        make(False, d, Producer(d), None, -1)
+    with pytest.raises(TypeError, match=r"^version: expected an int, received True \(bool\)$"):
+        make(False, d, Producer(d), None, True)
+    with pytest.raises(TypeError, match=r"^host: expected True or False, received 1 \(int\)$"):
+        make(1, d, Producer(d), None, 2)
+    with pytest.raises(TypeError, match=r"^host: expected True or False, received 0 \(int\)$"):
+        cai._cai._make_view_v2(0, d, Producer(d), None)
 
 
 def test_newer_version_with_unknown_keys_is_refused():

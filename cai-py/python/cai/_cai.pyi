@@ -1,10 +1,13 @@
-from typing import Any, Dict, List, Literal, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Literal, Mapping, Optional, Protocol, SupportsIndex, Tuple, Union, final
 
 __version__: str
 
 class CudaDriverError(RuntimeError): ...
 
-class _View:
+class _View(Protocol):
+    """For type checkers only: what CudaArray and HostArray have in common. No such class
+    exists at runtime, and neither view class can be subclassed or constructed."""
+
     @property
     def shape(self) -> Tuple[int, ...]: ...
     @property
@@ -47,20 +50,23 @@ class _View:
     def __dlpack__(
         self,
         *,
-        stream: Optional[int] = None,
+        stream: Optional[SupportsIndex] = None,
         max_version: Optional[Tuple[int, int]] = None,
         dl_device: Optional[Tuple[int, int]] = None,
         copy: Optional[bool] = None,
     ) -> Any: ...
     def __dlpack_device__(self) -> Tuple[int, int]: ...
 
+@final
 class DLPackTensor:
     """The owner of a tensor read through DLPack; its deleter runs when the last view goes."""
 
+@final
 class CudaArray(_View):
     @property
     def __cuda_array_interface__(self) -> Dict[str, Any]: ...
 
+@final
 class HostArray(_View):
     @property
     def __array_interface__(self) -> Dict[str, Any]: ...
