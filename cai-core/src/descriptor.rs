@@ -483,7 +483,8 @@ impl Descriptor {
             if self.version < 1 {
                 findings.note(Error::MaskVersion { version: self.version })?;
             }
-            if dims_fit && mask.shape.len() <= crate::MAX_DIMS && mask.shape != self.shape {
+            // Both shapes print: each within the limit.
+            if self.shape.len() <= crate::MAX_DIMS && mask.shape.len() <= crate::MAX_DIMS && mask.shape != self.shape {
                 findings.note(Error::MaskShape { mask: tuple(&mask.shape), shape: tuple(&self.shape) })?;
             }
             findings.mask(mask)?;

@@ -205,3 +205,27 @@ fn problems_lists_each_rule_broken() {
     assert!(empty.problems(false).is_empty());
     assert_eq!(empty.problems(true), vec![empty.check_producer_rules(empty.validate().unwrap()).unwrap_err()]);
 }
+
+#[test]
+fn problems_past_the_dimension_limit_stay_short() {
+    // A million dimensions, strides and mask dimensions: each limit is one short finding,
+    // and no rule prints a million-entry tuple.
+    let big = vec![1usize; 1_000_000];
+    let mut d = Descriptor::from_typestr(TypeStr::void(4), 0x1000, big.clone());
+    d.strides = Some(vec![4isize; 1_000_000].into());
+    d.mask = Some(Box::new(Descriptor::from_typestr(TypeStr::void(1), 0x2000, big)));
+    let messages: Vec<String> = d.problems(true).iter().map(ToString::to_string).collect();
+    assert_eq!(messages.len(), 3, "{messages:?}");
+    assert!(messages[0].starts_with("shape: "), "{messages:?}");
+    assert!(messages[1].starts_with("strides: "), "{messages:?}");
+    assert!(messages[2].starts_with("mask: shape: "), "{messages:?}");
+    assert!(messages.iter().map(String::len).sum::<usize>() < 1_000, "{messages:?}");
+    assert_eq!(d.validate().unwrap_err().to_string(), messages[0]);
+    // Strides past the limit leave the shapes to compare with the mask's.
+    let mut d = Descriptor::from_typestr(TypeStr::void(4), 0x1000, [2usize, 3]);
+    d.strides = Some(vec![4isize; 100].into());
+    d.mask = Some(Box::new(Descriptor::from_typestr(TypeStr::void(1), 0x2000, [5usize])));
+    let messages: Vec<String> = d.problems(false).iter().map(ToString::to_string).collect();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert!(messages[0].starts_with("strides: ") && messages[1].starts_with("mask: shape (5,)"), "{messages:?}");
+}

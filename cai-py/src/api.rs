@@ -85,7 +85,10 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
             IntLike::OutOfRange(index) => {
                 let shown = crate::shown::shown(h)?;
                 match crate::error::index_not_shown(h, &shown, index.as_ref())? {
-                    Some(gave) => Err(not_handle(value, source, &format!(" (the handle's __index__ gave {gave})"))),
+                    Some(n) if n.by_index => {
+                        Err(not_handle(value, source, &format!(" (the handle's __index__ gave {})", n.int)))
+                    }
+                    Some(n) => Err(not_handle(value, source, &format!(" (the handle's value is {})", n.int))),
                     None => Err(not_handle(value, source, "")),
                 }
             }

@@ -8,13 +8,16 @@
 //! | `CAI_EXPORT_STREAM` | `report`, `none` (always export `stream: None`) | `report` |
 //! | `CAI_EXPORT_VERSION` | 3, 2 (no `stream` key, as CuPy's `..._EXPORT_VERSION=2`) | 3 |
 //!
-//! Each variable is read at the first use of its option. A malformed value is a
-//! `ValueError` naming the variable, raised by each call that needs that option (until
-//! `cai.configure` sets it), and by no other: a malformed `CAI_EXPORT_VERSION` stops no
-//! import, a malformed `CAI_IMPORT_SYNC` no export. Every extension module built on cai-py shares one set of options: the Python
-//! package `cai` publishes its own as a capsule (`cai._cai._config_v1`), and the others use
-//! it when `cai` can be imported (their own copy otherwise), so `cai.configure` also
-//! governs the extractors and exports of other modules.
+//! Each variable is read at the first use of its option, and its value kept. A malformed
+//! value is kept nowhere: it is a `ValueError` naming the variable, raised by each call
+//! that needs that option (which reads the variable again) until `cai.configure` sets the
+//! option, and by no other call: a malformed `CAI_EXPORT_VERSION` stops no import, a
+//! malformed `CAI_IMPORT_SYNC` no export.
+//!
+//! Every extension module built on cai-py shares one set of options: the Python package
+//! `cai` publishes its own as a capsule (`cai._cai._config_v1`), and the others use it when
+//! `cai` can be imported (their own copy otherwise), so `cai.configure` also governs the
+//! extractors and exports of other modules.
 
 use std::ffi::{c_void, CStr};
 use std::ptr::NonNull;
@@ -170,10 +173,11 @@ fn choose(py: Python<'_>) -> PyResult<(usize, bool)> {
     }
 }
 
-/// One option: where it is kept, its variable, how the variable's text reads as the code
-/// kept, and the code when the variable is absent.
+/// One option: where it is kept, its `cai.configure` keyword, its variable, how the
+/// variable's text reads as the code kept, and the code when the variable is absent.
 struct Setting {
     field: fn(&Shared) -> &AtomicU8,
+    option: &'static str,
     env: &'static str,
     parse: fn(&str) -> Result<u8, Problem>,
     absent: u8,
@@ -181,6 +185,7 @@ struct Setting {
 
 const IMPORT_SYNC: Setting = Setting {
     field: |s| &s.import_sync,
+    option: "import_sync",
     env: SyncPolicy::ENV,
     parse: |v| {
         SyncPolicy::parse(v).map(policy_code).map_err(|e| Problem::value_error(format!("{}: {e}", SyncPolicy::ENV)))
@@ -190,6 +195,7 @@ const IMPORT_SYNC: Setting = Setting {
 
 const CHECK_POINTERS: Setting = Setting {
     field: |s| &s.check_pointers,
+    option: "check_pointers",
     env: "CAI_CHECK_POINTERS",
     parse: |v| parse_flag("CAI_CHECK_POINTERS", v).map(u8::from),
     absent: 1,
@@ -198,6 +204,7 @@ const CHECK_POINTERS: Setting = Setting {
 /// Codes: 0 the variable absent (the stream is reported), 1 `report`, 2 `none`.
 const EXPORT_STREAM: Setting = Setting {
     field: |s| &s.export_stream,
+    option: "export_stream",
     env: "CAI_EXPORT_STREAM",
     parse: |v| parse_export_stream("CAI_EXPORT_STREAM", v).map(stream_code),
     absent: 0,
@@ -206,6 +213,7 @@ const EXPORT_STREAM: Setting = Setting {
 /// Codes: 0 the variable absent (the derived version), else the version.
 const EXPORT_VERSION: Setting = Setting {
     field: |s| &s.export_version,
+    option: "export_version",
     env: "CAI_EXPORT_VERSION",
     parse: |v| parse_export_version("CAI_EXPORT_VERSION", v).map(|v| v as u8),
     absent: 0,
@@ -226,9 +234,18 @@ impl Setting {
     #[cold]
     #[inline(never)]
     fn read(&self, s: &Shared) -> Result<u8, Problem> {
-        let code = match env(self.env)? {
-            Some(v) => (self.parse)(&v)?,
-            None => self.absent,
+        let parsed = match env(self.env) {
+            Ok(Some(v)) => (self.parse)(&v),
+            Ok(None) => Ok(self.absent),
+            Err(e) => Err(e),
+        };
+        let code = match parsed {
+            Ok(code) => code,
+            // Set meanwhile by `cai.configure` on another thread: that value counts.
+            Err(e) => match (self.field)(s).load(Ordering::Acquire) {
+                UNREAD => return Err(e),
+                code => return Ok(code),
+            },
         };
         // A value set meanwhile (by `cai.configure` on another thread) is kept.
         match (self.field)(s).compare_exchange(UNREAD, code, Ordering::AcqRel, Ordering::Acquire) {
@@ -336,10 +353,31 @@ pub(crate) fn check_pointers(py: Python<'_>) -> PyResult<bool> {
     Ok(CHECK_POINTERS.code(shared(py)?)? != 0)
 }
 
-/// The process-wide export options, which an object's own options override.
-pub(crate) fn export_defaults(py: Python<'_>) -> PyResult<ExportOptions> {
-    let s = shared(py)?;
-    Ok(export_options(EXPORT_STREAM.code(s)?, EXPORT_VERSION.code(s)?))
+/// The process-wide export options, which an object's own options override. Finding them
+/// may import the `cai` package (running Python code); completing options with them runs
+/// none.
+pub(crate) fn export_defaults(py: Python<'_>) -> PyResult<ExportDefaults> {
+    Ok(ExportDefaults(shared(py)?))
+}
+
+/// The process-wide export options (see [`export_defaults`]).
+pub(crate) struct ExportDefaults(&'static Shared);
+
+impl ExportDefaults {
+    /// `own`, with the options it leaves `None` taken from the process-wide ones, whose
+    /// variables are read for those only (an object that sets both reads neither).
+    pub(crate) fn complete(&self, own: ExportOptions) -> PyResult<ExportOptions> {
+        let s = self.0;
+        let stream = match own.stream_none {
+            Some(none) => stream_code(none),
+            None => EXPORT_STREAM.code(s)?,
+        };
+        let version = match own.version {
+            Some(v) => return Ok(ExportOptions { version: Some(v), ..export_options(stream, 0) }),
+            None => EXPORT_VERSION.code(s)?,
+        };
+        Ok(export_options(stream, version))
+    }
 }
 
 /// Changes the options `overrides` sets and returns them all. The others keep their
@@ -359,7 +397,10 @@ pub(crate) fn update(py: Python<'_>, overrides: Overrides) -> PyResult<Config> {
     {
         *code = match given {
             Some(c) => c,
-            None => setting.code(s)?,
+            // The call fails, and changes nothing: it says how to make it pass.
+            None => setting.code(s).map_err(|e| {
+                Problem::value_error(format!("{}; pass {}= to cai.configure to set it", e.message, setting.option))
+            })?,
         };
     }
     for (setting, given) in [IMPORT_SYNC, CHECK_POINTERS, EXPORT_STREAM, EXPORT_VERSION].iter().zip(given) {

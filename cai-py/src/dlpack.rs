@@ -26,7 +26,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyString, PyTuple, PyType};
-use pyo3::{ffi, intern, Borrowed};
+use pyo3::{ffi, intern, Borrowed, PyTypeInfo};
 
 use crate::error::{received, received_int, Problem};
 use crate::parse::{int_like, IntLike, Parsed};
@@ -749,7 +749,9 @@ pub(crate) fn export<'py>(
 // ---------------------------------------------------------------------------------------
 // Import.
 
-/// A tensor taken from a consumed capsule: its deleter runs when this is dropped.
+/// A capsule's tensor: looked at by [`peek`], then taken from the consumed capsule by
+/// [`take`] (in a [`DLPackTensor`], whose drop runs its deleter).
+#[derive(Clone, Copy)]
 enum Taken {
     Legacy(*mut DLManagedTensor),
     Versioned(*mut DLManagedTensorVersioned),
@@ -998,8 +1000,19 @@ fn import_from(
     };
     let capsule = match dlpack_method.call((), Some(&kwargs(true)?)) {
         Ok(c) => c,
-        // A producer from before DLPack 1.0 takes no `max_version`.
-        Err(e) if e.is_instance_of::<PyTypeError>(py) && copy.is_none() => {
+        // A producer from before DLPack 1.0 takes no `max_version`: Python says so with a
+        // `TypeError` of that very class. A subclass is the producer's own refusal
+        // (PyArrow's `ArrowTypeError` for an array with nulls), raised as it is.
+        Err(e) if e.get_type(py).is(PyTypeError::type_object(py)) && copy.is_some() => {
+            let error = PyTypeError::new_err(format!(
+                "copy: {}'s __dlpack__ refused max_version (a producer from before DLPack 1.0, which takes no copy \
+                 either); call cai.from_dlpack without copy=, then copy the view",
+                crate::error::type_name(obj)?
+            ));
+            error.set_cause(py, Some(e));
+            return Err(error);
+        }
+        Err(e) if e.get_type(py).is(PyTypeError::type_object(py)) => {
             // The retry's error is the producer's own (a `BufferError` that says why it
             // cannot export, say). It runs as an `except TypeError:` block would, so that
             // Python chains the first error as the context of what the retry raises.
@@ -1008,8 +1021,12 @@ fn import_from(
         }
         Err(e) => return Err(e),
     };
-    let owner = take(&capsule)?;
-    let parsed = read_tensor(&owner, reported, stream)?;
+    // Read before the capsule is consumed: a tensor refused stays the producer's, which
+    // its capsule's destructor frees (a deleter read from a malformed struct is never run).
+    let peeked = peek(&capsule)?;
+    // SAFETY: `capsule`, unconsumed, owns the tensor and is held meanwhile.
+    let parsed = unsafe { read_tensor(peeked.0, reported, stream)? };
+    let owner = take(&capsule, peeked)?;
     let imported = Imported::new(owner, parsed, memory);
     if imported.copied && copy == Some(false) {
         return Err(buffer_error(
@@ -1089,13 +1106,16 @@ pub(crate) fn import_numpy(obj: &Bound<'_, PyAny>) -> PyResult<Option<Imported>>
         Err(e) if crate::parse::must_propagate(py, &e) => return Err(e),
         Err(_) => return Ok(None),
     };
-    let owner = take(&capsule)?;
-    let parsed = read_tensor(&owner, DLDevice { device_type: device_type::CPU, device_id: 0 }, None)?;
+    let peeked = peek(&capsule)?;
+    // SAFETY: `capsule`, unconsumed, owns the tensor and is held meanwhile.
+    let parsed = unsafe { read_tensor(peeked.0, DLDevice { device_type: device_type::CPU, device_id: 0 }, None)? };
+    let owner = take(&capsule, peeked)?;
     Ok(Some(Imported::new(owner, parsed, Memory::Host)))
 }
 
-/// Takes the tensor out of a capsule (renaming it `used_...`), into a [`DLPackTensor`].
-fn take<'py>(capsule: &Bound<'py, PyAny>) -> PyResult<Bound<'py, DLPackTensor>> {
+/// The tensor of a capsule not yet consumed, and the name that consumes it: checks the
+/// capsule's name and the tensor pointer, and changes nothing.
+fn peek(capsule: &Bound<'_, PyAny>) -> PyResult<(Taken, &'static CStr)> {
     let py = capsule.py();
     // SAFETY: a type check of a live object.
     if unsafe { ffi::PyCapsule_CheckExact(capsule.as_ptr()) } == 0 {
@@ -1139,22 +1159,34 @@ fn take<'py>(capsule: &Bound<'py, PyAny>) -> PyResult<Bound<'py, DLPackTensor>> 
             "__dlpack__: the capsule's tensor pointer {pointer:p} is not aligned to {align} bytes"
         )));
     }
+    let taken = if versioned { Taken::Versioned(pointer.cast()) } else { Taken::Legacy(pointer.cast()) };
+    Ok((taken, used))
+}
+
+/// Takes the tensor that [`peek`] found out of `capsule` (renaming it `used_...`), into a
+/// [`DLPackTensor`], which runs its deleter when dropped.
+fn take<'py>(capsule: &Bound<'py, PyAny>, (taken, used): (Taken, &'static CStr)) -> PyResult<Bound<'py, DLPackTensor>> {
+    let py = capsule.py();
     // SAFETY: renaming to a static name makes the tensor ours: the capsule's destructor
     // (any conforming one) leaves a used capsule's tensor alone.
     if unsafe { ffi::PyCapsule_SetName(capsule.as_ptr(), used.as_ptr()) } != 0 {
         return Err(PyErr::fetch(py));
     }
-    let taken = if versioned { Taken::Versioned(pointer.cast()) } else { Taken::Legacy(pointer.cast()) };
     Bound::new(py, DLPackTensor { taken })
 }
 
-/// Reads a taken tensor that its producer's `__dlpack_device__` placed on `reported`.
-fn read_tensor(owner: &Bound<'_, DLPackTensor>, reported: DLDevice, stream: Option<Stream>) -> PyResult<Parsed> {
+/// Reads the tensor `taken`, which its producer's `__dlpack_device__` placed on
+/// `reported`, and checks it; it reads none of the tensor's memory later.
+///
+/// # Safety
+///
+/// The tensor is alive (its capsule, consumed or not, is held, or its owner is) and
+/// well-aligned, as [`peek`] checked.
+unsafe fn read_tensor(taken: Taken, reported: DLDevice, stream: Option<Stream>) -> PyResult<Parsed> {
     let memory = memory_of(reported)?;
-    // SAFETY: the tensor is alive as long as `owner` (its deleter has not run), and the
-    // producer may not change it once exported.
+    // SAFETY: as the caller promises; the producer may not change it once exported.
     let (tensor, readonly) = unsafe {
-        match owner.get().taken {
+        match taken {
             // A legacy tensor cannot say read-only: it is read-only, as NumPy reads it
             // (JAX's immutable arrays come this way).
             Taken::Legacy(t) => (&(*t).dl_tensor, true),

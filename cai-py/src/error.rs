@@ -149,26 +149,36 @@ pub(crate) fn received_int(value: &Bound<'_, PyAny>, index: Option<&Bound<'_, Py
     let note = index_not_shown(value, &shown, index)?;
     let name = type_name(value)?;
     Ok(match note {
-        Some(gave) => format!("{shown} ({name}; its __index__ gave {gave})"),
+        Some(NotShown { int, by_index: true }) => format!("{shown} ({name}; its __index__ gave {int})"),
+        Some(NotShown { int, by_index: false }) => format!("{shown} ({name}; its value is {int})"),
         None => format!("{shown} ({name})"),
     })
 }
 
-/// The text of `index`, the int that `value`'s `__index__` gave, unless `value` is an exact int
-/// or its text `shown` shows that int already (as a whole number, not a part of a number,
-/// a hex address or a name).
+/// The int of a value read as an int, where the value's text does not show it.
+pub(crate) struct NotShown {
+    /// The int's text.
+    pub(crate) int: String,
+    /// Whether `__index__` gave it; else the value is an int subclass, and it is its value
+    /// (read without its `__index__`, as Python reads an int subclass).
+    pub(crate) by_index: bool,
+}
+
+/// `index`, the int that `value` reads as, unless `value` is an exact int or its text
+/// `shown` shows that int already (as a whole number, not a part of a number, a hex
+/// address or a name).
 pub(crate) fn index_not_shown(
     value: &Bound<'_, PyAny>,
     shown: &str,
     index: Option<&Bound<'_, PyInt>>,
-) -> PyResult<Option<String>> {
+) -> PyResult<Option<NotShown>> {
     let Some(index) = index.filter(|_| !value.is_exact_instance_of::<PyInt>()) else { return Ok(None) };
     let gave = crate::shown::shown(index.as_any())?;
     let joined = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.');
     let whole = shown
         .match_indices(gave.as_str())
         .any(|(at, _)| !joined(shown[..at].chars().next_back()) && !joined(shown[at + gave.len()..].chars().next()));
-    Ok((!whole).then_some(gave))
+    Ok((!whole).then(|| NotShown { int: gave, by_index: !value.is_instance_of::<PyInt>() }))
 }
 
 /// The `TypeError` of pickling or copying a view or tensor of class `name`, for every

@@ -14,21 +14,42 @@ use crate::view::{CudaArray, HostArray};
 ///
 /// The dict carries `shape`, `typestr`, `data`, `version` and `strides` (`None` when the
 /// array is C-contiguous, as Numba and cuDF expect), `descr` for records, `mask` when there
-/// is one (a view of the descriptor's mask, which keeps `mask_owner` alive, or `owner` when
-/// that is `None`) and, for the CUDA interface from version 3, `stream`. The host interface
-/// is NumPy's version 3.
+/// is one (a view of the descriptor's mask that keeps `owner` alive) and, for the CUDA
+/// interface from version 3, `stream`. The host interface is NumPy's version 3.
 pub fn interface_dict<'py>(
     owner: &Bound<'py, PyAny>,
     descriptor: &Descriptor,
     iface: Interface,
-    mask_owner: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    interface_dict_with(owner, descriptor, iface, MaskSource::Owner)
+}
+
+/// What an exported dict's `mask` holds, where the descriptor has a mask.
+#[derive(Clone, Copy)]
+pub(crate) enum MaskSource<'a, 'py> {
+    /// A view of the descriptor's mask that keeps the exporting object alive.
+    Owner,
+    /// A view of the descriptor's mask that keeps this object (the mask object it was
+    /// read from) alive.
+    ViewOf(&'a Bound<'py, PyAny>),
+    /// This object itself, the mask object the descriptor's mask was read from, for a
+    /// reader that reads it again (the `cai` package's view factory).
+    Object(&'a Bound<'py, PyAny>),
+}
+
+/// [`interface_dict`], with the mask from `mask`.
+pub(crate) fn interface_dict_with<'py>(
+    owner: &Bound<'py, PyAny>,
+    descriptor: &Descriptor,
+    iface: Interface,
+    mask: MaskSource<'_, 'py>,
 ) -> PyResult<Bound<'py, PyDict>> {
     // A dict of immutable values (no mask object, no descr list) is built once per
     // descriptor and copied on later exports of the same array: the copy is the caller's
     // to change. The descriptor, with its pointer and stream, is compared in full.
     let cacheable = descriptor.mask.is_none() && descriptor.descr.is_none();
     if !cacheable {
-        return build(owner, descriptor, iface, mask_owner);
+        return build(owner, descriptor, iface, mask);
     }
     let py = owner.py();
     // The per-thread caches are gone while the thread's locals are torn down (a
@@ -45,7 +66,7 @@ pub fn interface_dict<'py>(
     // The dict being built is tracked by the collector from its first tuple on, and a
     // collection that a later allocation starts may hand it to a finalizer: the template
     // is a copy made after, taken off the collector's lists before anything else runs.
-    let template = build(owner, descriptor, iface, None)?.copy()?;
+    let template = build(owner, descriptor, iface, MaskSource::Owner)?.copy()?;
     hide(&template);
     let evicted = TEMPLATES
         .try_with(|t| {
@@ -82,7 +103,7 @@ fn build<'py>(
     owner: &Bound<'py, PyAny>,
     descriptor: &Descriptor,
     iface: Interface,
-    mask_owner: Option<&Bound<'py, PyAny>>,
+    mask: MaskSource<'_, 'py>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let py = owner.py();
     let dict = PyDict::new(py);
@@ -102,12 +123,21 @@ fn build<'py>(
         _ => dict.set_item(intern!(py, "strides"), py.None())?,
     }
     if let Some(m) = &descriptor.mask {
-        let owner = mask_owner.unwrap_or(owner);
-        let view = match iface {
-            Interface::Cuda => CudaArray::from_descriptor(owner, (**m).clone())?,
-            Interface::Host => HostArray::from_descriptor(owner, (**m).clone())?,
+        let view_owner = match mask {
+            MaskSource::Object(object) => {
+                dict.set_item(intern!(py, "mask"), object)?;
+                None
+            }
+            MaskSource::ViewOf(object) => Some(object),
+            MaskSource::Owner => Some(owner),
         };
-        dict.set_item(intern!(py, "mask"), view)?;
+        if let Some(view_owner) = view_owner {
+            let view = match iface {
+                Interface::Cuda => CudaArray::from_descriptor(view_owner, (**m).clone())?,
+                Interface::Host => HostArray::from_descriptor(view_owner, (**m).clone())?,
+            };
+            dict.set_item(intern!(py, "mask"), view)?;
+        }
     }
     if iface == Interface::Cuda && version >= 3 {
         dict.set_item(intern!(py, "stream"), descriptor.stream.to_raw())?;

@@ -863,7 +863,7 @@ fn strict(dict: &Bound<'_, PyDict>, iface: Interface) -> Result<Parsed, Failure>
     if let (Interface::Cuda, Some(d)) = (iface, &descr) {
         no_object_fields(d)?;
     }
-    let (data, readonly) = data(keys.get(DATA))?;
+    let (data, readonly) = data(keys.get(DATA), iface)?;
     let strides = strides(keys.get(STRIDES))?;
     let (mask, mask_object) = match keys.get(MASK).filter(|m| !m.is_none()) {
         Some(m) => {
@@ -1002,7 +1002,7 @@ fn collect(dict: &Bound<'_, PyDict>, iface: Interface, out: &mut Vec<String>, al
     if let (Interface::Cuda, Some(Some(d))) = (iface, &descr) {
         note(out, no_object_fields(d))?;
     }
-    let data = note(out, data(keys.get(DATA)))?;
+    let data = note(out, data(keys.get(DATA), iface))?;
     let strides = note(out, strides(keys.get(STRIDES)))?;
     let mask = match keys.get(MASK).filter(|m| !m.is_none()) {
         Some(m) => collect_mask(m, iface, out, alone)?.map(|d| Some(Box::new(d))),
@@ -1014,7 +1014,6 @@ fn collect(dict: &Bound<'_, PyDict>, iface: Interface, out: &mut Vec<String>, al
     };
     // A mask with problems of its own (noted) leaves the array's other rules to check.
     let mask_failed = mask.is_none();
-    let mask_in_version_0 = || Error::MaskVersion { version: rules }.to_string();
     let (Some(shape), Some(typestr), Some(descr), Some((data, readonly)), Some(strides), Some(stream)) =
         (shape, typestr, descr, data, strides, stream)
     else {
@@ -1025,7 +1024,7 @@ fn collect(dict: &Bound<'_, PyDict>, iface: Interface, out: &mut Vec<String>, al
                 out.push(Error::StreamVersion { value, version: rules }.to_string());
             }
             if rules < 1 && keys.get(MASK).is_some_and(|m| !m.is_none()) {
-                out.push(mask_in_version_0());
+                out.push(Error::MaskVersion { version: rules }.to_string());
             }
         }
         return Ok(());
@@ -1035,10 +1034,13 @@ fn collect(dict: &Bound<'_, PyDict>, iface: Interface, out: &mut Vec<String>, al
     let mask = mask.flatten();
     let descriptor = Descriptor { shape, strides, typestr, descr, data, readonly, version: rules, mask, stream };
     let producer = iface == Interface::Cuda && declared.is_some();
-    out.extend(descriptor.problems(producer).iter().map(ToString::to_string));
+    let mut problems = descriptor.problems(producer);
     if mask_failed && declared.is_some() && rules < 1 {
-        out.push(mask_in_version_0());
+        // Where the rules would have said it of a mask read: before the stream's rule.
+        let at = problems.iter().position(|e| matches!(e, Error::StreamVersion { .. })).unwrap_or(problems.len());
+        problems.insert(at, Error::MaskVersion { version: rules });
     }
+    out.extend(problems.iter().map(ToString::to_string));
     Ok(())
 }
 
@@ -1245,11 +1247,23 @@ fn typestr(value: Option<&Bound<'_, PyAny>>, iface: Interface) -> Result<TypeStr
     }
 }
 
-fn data(value: Option<&Bound<'_, PyAny>>) -> Result<(usize, bool), Failure> {
+fn data(value: Option<&Bound<'_, PyAny>>, iface: Interface) -> Result<(usize, bool), Failure> {
     const EXPECTED: &str = "a (pointer: int, readonly: bool) tuple";
     let value = value.ok_or_else(|| missing("data"))?;
     let pair = value.cast::<PyTuple>().ok().filter(|t| t.len() == 2);
-    let Some(t) = pair else { return Err(wrong_type("data", EXPECTED, value)) };
+    let Some(t) = pair else {
+        if iface == Interface::Host && !value.is_instance_of::<PyTuple>() {
+            // NumPy's older form of its own interface (Pillow's images export it): an
+            // object holding the bytes, which cai does not read.
+            let received = received(value).map_err(Failure::raised)?;
+            return Err(Problem::type_error(format!(
+                "data: expected {EXPECTED}, received {received}; an object holding the bytes (an older form of \
+                 NumPy's interface) is not read: pass numpy.asarray(obj) instead"
+            ))
+            .into());
+        }
+        return Err(wrong_type("data", EXPECTED, value));
+    };
     let (Ok(ptr), Ok(readonly)) = (t.get_borrowed_item(0), t.get_borrowed_item(1)) else {
         return Err(wrong_type("data", EXPECTED, value));
     };
@@ -1474,7 +1488,8 @@ fn sub_array_shape(
         // An int-like's text may not show the int its `__index__` gave.
         let shown = crate::shown::shown(&d)?;
         let gave = match crate::error::index_not_shown(&d, &shown, index.as_ref())? {
-            Some(gave) => format!(" (the dimension {shown} gave {gave} through its __index__)"),
+            Some(n) if n.by_index => format!(" (the dimension {shown} gave {} through its __index__)", n.int),
+            Some(n) => format!(" (the dimension {shown} is {})", n.int),
             None => String::new(),
         };
         return Ok(Err(format!("{}{gave}", bad()?)));

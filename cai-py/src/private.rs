@@ -27,7 +27,7 @@ pub fn cuda_interface_with<'py, T: PyClass + CudaArrayInterface>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let (mut descriptor, options) = with_options(slf, |this| this.cuda_array_interface().map_err(to_py_err), options)?;
     options.apply(&mut descriptor);
-    interface_dict(slf.as_any(), &descriptor, Interface::Cuda, None)
+    interface_dict(slf.as_any(), &descriptor, Interface::Cuda)
 }
 
 /// The descriptor `read` gives of `slf`, and the export options that apply to it: the
@@ -44,7 +44,7 @@ fn with_options<T: PyClass>(
         let this = borrow(slf)?;
         (read(&this)?, options(&this))
     };
-    Ok((descriptor, own.or(defaults).checked()?))
+    Ok((descriptor, defaults.complete(own)?.checked()?))
 }
 
 /// `slf`, borrowed for an export. While a method holding `&mut self` runs (and calls
@@ -63,7 +63,7 @@ fn borrow<'py, T: PyClass>(slf: &Bound<'py, T>) -> PyResult<PyRef<'py, T>> {
 /// `__array_interface__` of a derived `#[pyclass]`.
 pub fn host_interface<'py, T: PyClass + ArrayInterface>(slf: &Bound<'py, T>) -> PyResult<Bound<'py, PyDict>> {
     let descriptor = borrow(slf)?.array_interface().map_err(to_py_err)?;
-    interface_dict(slf.as_any(), &descriptor, Interface::Host, None)
+    interface_dict(slf.as_any(), &descriptor, Interface::Host)
 }
 
 /// `__dlpack__` of a derived `#[pyclass]` with `#[cai_py::export]` (`cuda`), with the

@@ -13,7 +13,7 @@ use pyo3::{PyTraverseError, PyVisit};
 
 use crate::entry::{GetterDef, MethodDef};
 use crate::error::{py_tuple, to_py_err, Problem};
-use crate::export::{descr_list, interface_dict};
+use crate::export::{descr_list, interface_dict_with, MaskSource};
 use crate::once::Package;
 use crate::parse::{Interface, Parsed};
 
@@ -65,7 +65,8 @@ impl Core {
     /// may have changed since: a view is frozen, its mask too.
     fn interface<'py>(&self, slf: &Bound<'py, PyAny>, iface: Interface) -> PyResult<Bound<'py, PyDict>> {
         let mask = self.links.mask().map(|m| m.bind(slf.py()));
-        interface_dict(slf, &self.export_descriptor(iface), iface, mask)
+        let source = mask.map_or(MaskSource::Owner, MaskSource::ViewOf);
+        interface_dict_with(slf, &self.export_descriptor(iface), iface, source)
     }
 
     fn repr(&self, class: &str) -> String {
@@ -253,7 +254,9 @@ impl Core {
             None => own_view(py, self, iface),
             Some((make, takes_version)) => {
                 let owner = self.links.owner().bind(py);
-                let mask = self.links.mask().map(|m| m.bind(py));
+                // The mask object itself, which the factory reads again: its view's `mask`
+                // is that object, as a view the package makes itself.
+                let mask = self.links.mask().map(|m| m.bind(py)).map_or(MaskSource::Owner, MaskSource::Object);
                 let lifeline = self.links.interface().map(|v| v.bind(py).clone());
                 let host = iface == Interface::Host;
                 // The factory is whatever `cai._cai` holds, which Python code may replace
@@ -261,7 +264,7 @@ impl Core {
                 let _nesting = crate::parse::Nesting::enter_message("the view factory of the cai package")?;
                 if takes_version {
                     // The dict holds the version of the rules applied (the descriptor's).
-                    let dict = interface_dict(owner, &self.descriptor, iface, mask)?;
+                    let dict = interface_dict_with(owner, &self.descriptor, iface, mask)?;
                     return make.call1((host, dict, owner, lifeline, self.declared_version));
                 }
                 let mut d = self.descriptor.clone();
@@ -269,7 +272,7 @@ impl Core {
                     // The version the producer declared, whose rules were applied.
                     d.version = u32::try_from(self.declared_version).unwrap_or(cai_core::CURRENT_VERSION);
                 }
-                let dict = interface_dict(owner, &d, iface, mask)?;
+                let dict = interface_dict_with(owner, &d, iface, mask)?;
                 make.call1((host, dict, owner, lifeline))
             }
         }

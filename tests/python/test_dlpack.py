@@ -3,9 +3,11 @@ containers and cai views exported through `__dlpack__`, and `cai.from_dlpack` of
 Capsules with unusual contents are built here with ctypes."""
 
 import ctypes
+import os
 import gc
 import re
 import inspect
+import subprocess
 import sys
 import threading
 import weakref
@@ -123,6 +125,39 @@ def test_the_retry_of_a_producer_from_before_dlpack_1_raises_the_producers_own_e
         # The first call's error, which made cai retry, is its context.
         first = caught.value.__context__
         assert type(first) is TypeError and "max_version" in str(first)
+
+
+def test_a_typeerror_subclass_is_the_producers_refusal_and_is_not_retried():
+    # PyArrow refuses an array with nulls with ArrowTypeError, a TypeError subclass: that
+    # is not "no max_version here", and cai does not retry (which would warn of a legacy
+    # capsule under -W error instead of saying why).
+    class ArrowTypeError(TypeError):
+        pass
+
+    class Refuses:
+        calls = 0
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+        def __dlpack__(self, **kw):
+            Refuses.calls += 1
+            raise ArrowTypeError("Can only convert a null-free array")
+
+    with pytest.raises(ArrowTypeError, match="null-free"):
+        cai.from_dlpack(Refuses())
+    assert Refuses.calls == 1
+
+
+def test_copy_asked_of_a_producer_from_before_dlpack_1_says_so():
+    from producers import Legacy
+
+    for copy in (True, False):
+        with pytest.raises(TypeError, match=r"^copy: Legacy's __dlpack__ refused max_version \(a producer from before "
+                                            r"DLPack 1.0, which takes no copy either\); call cai.from_dlpack without copy=") as caught:
+            cai.from_dlpack(Legacy(np.arange(3.0)), copy=copy)
+        assert type(caught.value.__cause__) is TypeError and "max_version" in str(caught.value.__cause__)
+    assert cai.from_dlpack(Legacy(np.arange(3.0))).shape == (3,)
 
 
 def test_the_retry_chains_its_error_as_python_would_with_no_cycle():
@@ -568,11 +603,18 @@ class DLManagedTensorVersioned(ctypes.Structure):
     ]
 
 
-class HandMade:
-    """A producer of one versioned capsule over `memory`, counting its deleter's calls."""
+CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
-    def __init__(self, memory, shape, code=2, bits=32, lanes=1, device=(1, 0), major=1, ptr=None, byte_offset=0):
+
+class HandMade:
+    """A producer of one versioned capsule over `memory`, counting its deleter's calls. As
+    DLPack asks of producers, the capsule's destructor calls the deleter when no consumer
+    took the tensor (renamed the capsule)."""
+
+    def __init__(self, memory, shape, code=2, bits=32, lanes=1, device=(1, 0), major=1, ptr=None, byte_offset=0,
+                 capsule_name=b"dltensor_versioned"):
         self.memory = memory
+        self.capsule_name = capsule_name
         self.deleted = 0
         self.shape = (ctypes.c_int64 * len(shape))(*shape)
         self.device = device
@@ -586,15 +628,22 @@ class HandMade:
     def _delete(self, _):
         self.deleted += 1
 
+    def _destroy(self, capsule):
+        valid = ctypes.pythonapi.PyCapsule_IsValid
+        valid.restype, valid.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p]
+        if valid(capsule, self.capsule_name):
+            self.managed.deleter(ctypes.addressof(self.managed))
+
     def __dlpack_device__(self):
         return self.device
 
     def __dlpack__(self, **kwargs):
         self.kwargs = kwargs
+        self._destructor = CAPSULE_DESTRUCTOR(self._destroy)
         new = ctypes.pythonapi.PyCapsule_New
         new.restype = ctypes.py_object
-        new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-        return new(ctypes.addressof(self.managed), b"dltensor_versioned", None)
+        new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, CAPSULE_DESTRUCTOR]
+        return new(ctypes.addressof(self.managed), self.capsule_name, self._destructor)
 
 
 def test_a_hand_made_capsule_is_read_and_its_deleter_called_once():
@@ -622,7 +671,33 @@ def test_what_cai_cannot_read_is_refused_and_still_freed(kwargs, error, message)
     with pytest.raises(error, match=message):
         cai.from_dlpack(p)
     gc.collect()
-    assert p.deleted == (0 if "device" in kwargs else 1), "a tensor taken is freed, one not taken is not touched"
+    # Refused before the capsule is consumed: the capsule's destructor frees the tensor. A
+    # device cai cannot read is refused before a capsule is asked for.
+    assert p.deleted == (0 if "device" in kwargs else 1)
+    assert not hasattr(p, "kwargs") if "device" in kwargs else p.kwargs
+
+
+def test_a_versioned_tensor_in_a_capsule_named_as_a_legacy_one_is_refused_and_left_to_its_producer():
+    # A producer that names a DLManagedTensorVersioned's capsule 'dltensor' (pydlpack 0.2
+    # does): read as a legacy tensor, its device is its manager_ctx and its "deleter" its
+    # shape pointer. cai refuses the tensor before it consumes the capsule, and never runs
+    # a deleter of a tensor it refused: the producer's destructor frees it. In a process
+    # of its own: a deleter read from the wrong struct would crash it.
+    code = (
+        "import gc, numpy as np, cai, test_dlpack as t\n"
+        "p = t.HandMade(np.arange(6, dtype=np.float32), (6,), capsule_name=b'dltensor')\n"
+        "try:\n"
+        "    cai.from_dlpack(p)\n"
+        "except BufferError as e:\n"
+        "    print('refused:', e)\n"
+        "gc.collect()\n"
+        "print('deleted', p.deleted)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(__file__), capture_output=True, text=True)
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("refused: __dlpack__: the tensor is on "), lines
+    assert lines[1] == "deleted 1", lines
 
 
 def test_a_tensor_with_a_negative_device_id_is_refused_and_freed():

@@ -207,13 +207,16 @@ def test_an_int_subclass_that_hides_its_value_is_named_with_it():
         def __repr__(self):
             raise RuntimeError("no repr")
 
+        def __index__(self):  # Python reads an int subclass by its value, never by this
+            return 99
+
     before = cai.configure()
     with pytest.raises(
-        ValueError, match=r"^export_version: <repr\(\) raised RuntimeError> \(Hidden; its __index__ gave 7\) is not 2 or 3"
+        ValueError, match=r"^export_version: <repr\(\) raised RuntimeError> \(Hidden; its value is 7\) is not 2 or 3"
     ):
         cai.configure(export_version=Hidden(7))
     assert cai.configure() == before
-    with pytest.raises(ValueError, match=r"^ptr: <repr\(\) raised RuntimeError> \(Hidden; its __index__ gave -4\)"):
+    with pytest.raises(ValueError, match=r"^ptr: <repr\(\) raised RuntimeError> \(Hidden; its value is -4\)"):
         cai.pointer_attributes(Hidden(-4))
     # An int subclass whose text shows its value is named as before.
     with pytest.raises(ValueError, match=r"^export_version: 7 \(Shown\) is not 2 or 3$"):

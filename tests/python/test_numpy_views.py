@@ -239,3 +239,20 @@ def test_readonly_numpy_array_stays_readonly():
     a.flags.writeable = False
     v = cai.as_array(a)
     assert v.readonly and not np.asarray(v).flags.writeable
+
+
+def test_numpys_older_data_form_is_refused_with_the_way_round_it():
+    # An object holding the bytes as `data` (Pillow's images export it): not read, and the
+    # message says what to do instead. A CUDA dict gets no such advice.
+    class PillowLike:
+        __array_interface__ = {"version": 3, "shape": (3, 5), "typestr": "|u1", "data": b"\0" * 15}
+
+    with pytest.raises(
+        TypeError,
+        match=r"^data: expected a \(pointer: int, readonly: bool\) tuple, received b'.*' \(bytes\); an object holding "
+        r"the bytes \(an older form of NumPy's interface\) is not read: pass numpy.asarray\(obj\) instead$",
+    ):
+        cai.as_array(PillowLike())
+    assert np.asarray(PillowLike()).shape == (3, 5)
+    with pytest.raises(TypeError, match=r"^data: expected a \(pointer: int, readonly: bool\) tuple, received b'.*' \(bytes\)$"):
+        cai.from_cuda_array_interface({"version": 3, "shape": (15,), "typestr": "|u1", "data": b"\0" * 15})

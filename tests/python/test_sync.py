@@ -383,13 +383,24 @@ def test_a_malformed_variable_stops_only_the_calls_that_need_its_option():
         "attempt('export', lambda: fx.DeviceMatrix(0x7f0000000000, 4, [4], stream=7).__cuda_array_interface__)\n"
         "attempt('given', lambda: cai.from_cuda_array_interface(d, sync=False, check_pointers=False))\n"
         "attempt('default', lambda: cai.from_cuda_array_interface(d))\n"
+        "attempt('own', lambda: fx.OptionsDevice(0x7f0000000000, 4, 5, stream_none=False, version=3).__cuda_array_interface__)\n"
+        "try:\n"
+        "    cai.configure(check_pointers=False)\n"
+        "except ValueError as e:\n"
+        "    print('configure', e)\n"
     )
     # An import-only variable: exports, and imports that give both import options, go on.
     r = run_with_env(code, CAI_IMPORT_SYNC="bogus", CAI_CHECK_POINTERS="0")
-    assert r.stdout.split("\n")[:3] == ["export ok", "given ok", "default CAI_IMPORT_SYNC"], r.stderr
+    lines = r.stdout.split("\n")
+    assert lines[:4] == ["export ok", "given ok", "default CAI_IMPORT_SYNC", "own ok"], r.stderr
+    assert lines[4].startswith("configure CAI_IMPORT_SYNC: 'bogus' is not a sync policy"), lines
+    assert lines[4].endswith("; pass import_sync= to cai.configure to set it"), lines
     # An export-only variable: imports go on.
     r = run_with_env(code, CAI_EXPORT_VERSION="4", CAI_CHECK_POINTERS="0", CAI_IMPORT_SYNC="ignore")
-    assert r.stdout.split("\n")[:3] == ["export CAI_EXPORT_VERSION", "given ok", "default ok"], r.stderr
+    lines = r.stdout.split("\n")
+    # An object whose own options set both export options reads neither variable.
+    assert lines[:4] == ["export CAI_EXPORT_VERSION", "given ok", "default ok", "own ok"], r.stderr
+    assert lines[4] == "configure CAI_EXPORT_VERSION: '4' is not 2 or 3; pass export_version= to cai.configure to set it"
 
 
 def test_environment_variables():

@@ -5,6 +5,7 @@ import warnings
 import pytest
 
 import cai
+import cai_fixtures as fx
 from producers import Producer, cai_dict
 
 PTR = 0x7F00_0000_0000
@@ -40,6 +41,10 @@ def test_mask_from_version_1(version):
     # mask's producer does not change.
     exported = v.__cuda_array_interface__["mask"]
     assert type(exported) is cai.CudaArray and exported.owner is mask
+    # A view another module makes (through the package's factory) has the same mask.
+    other = fx.rust_as_cuda_array(Producer(cai_dict(version=version, mask=mask)))
+    assert type(other) is cai.CudaArray and other.mask is mask
+    assert other.__cuda_array_interface__["mask"].__cuda_array_interface__ == exported.__cuda_array_interface__
     assert exported.__cuda_array_interface__ == {**mask.__cuda_array_interface__, "version": 3, "strides": None, "stream": None}
     mask.desc = cai_dict(shape=(99,), typestr="|b1", ptr=PTR + 8192)
     again = v.__cuda_array_interface__["mask"]

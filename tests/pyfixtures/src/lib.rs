@@ -766,7 +766,7 @@ fn bench_dict_build(obj: &Bound<'_, BenchMatrix>, iterations: u32) -> PyResult<f
     let descriptor = obj.get().cuda_array_interface().map_err(cai_py::to_py_err)?;
     let start = std::time::Instant::now();
     for _ in 0..iterations {
-        let d = cai_py::interface_dict(obj.as_any(), &descriptor, cai_py::Interface::Cuda, None)?;
+        let d = cai_py::interface_dict(obj.as_any(), &descriptor, cai_py::Interface::Cuda)?;
         std::hint::black_box(d);
     }
     Ok(start.elapsed().as_secs_f64() * 1e9 / f64::from(iterations.max(1)))
