@@ -221,6 +221,14 @@ fn problems_past_the_dimension_limit_stay_short() {
     assert!(messages[2].starts_with("mask: shape: "), "{messages:?}");
     assert!(messages.iter().map(String::len).sum::<usize>() < 1_000, "{messages:?}");
     assert_eq!(d.validate().unwrap_err().to_string(), messages[0]);
+    // A mask's shape and the array's are compared only when both are within the limit.
+    for (shape, mask) in [(vec![1usize; 1_000_000], vec![5usize]), (vec![5usize], vec![1usize; 1_000_000])] {
+        let mut d = Descriptor::from_typestr(TypeStr::void(4), 0x1000, shape);
+        d.mask = Some(Box::new(Descriptor::from_typestr(TypeStr::void(1), 0x2000, mask)));
+        let messages: Vec<String> = d.problems(false).iter().map(ToString::to_string).collect();
+        assert_eq!(messages.len(), 1, "{messages:?}");
+        assert!(messages[0].len() < 200 && messages[0].contains("dimensions"), "{messages:?}");
+    }
     // Strides past the limit leave the shapes to compare with the mask's.
     let mut d = Descriptor::from_typestr(TypeStr::void(4), 0x1000, [2usize, 3]);
     d.strides = Some(vec![4isize; 100].into());

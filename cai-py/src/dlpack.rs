@@ -1003,7 +1003,12 @@ fn import_from(
         // A producer from before DLPack 1.0 takes no `max_version`: Python says so with a
         // `TypeError` of that very class. A subclass is the producer's own refusal
         // (PyArrow's `ArrowTypeError` for an array with nulls), raised as it is.
+        // Asked for a copy, the producer's `TypeError` is its answer: no retry (which would
+        // drop `max_version` and keep `copy`).
         Err(e) if e.get_type(py).is(PyTypeError::type_object(py)) && copy.is_some() => {
+            if !names_max_version(py, &e)? {
+                return Err(e);
+            }
             let error = PyTypeError::new_err(format!(
                 "copy: {}'s __dlpack__ refused max_version (a producer from before DLPack 1.0, which takes no copy \
                  either); call cai.from_dlpack without copy=, then copy the view",
@@ -1035,6 +1040,19 @@ fn import_from(
         ));
     }
     Ok(Ok(imported))
+}
+
+/// Whether the text of `e` names the keyword `'max_version'`, quoted, as Python's own
+/// refusals do ("got an unexpected keyword argument 'max_version'", "'max_version' is an
+/// invalid keyword argument"); a text that cannot be read does not, unless reading it
+/// raised an exception that [must propagate](crate::parse::must_propagate) (its argument's
+/// `__str__` is the producer's code).
+fn names_max_version(py: Python<'_>, e: &PyErr) -> PyResult<bool> {
+    match e.value(py).str() {
+        Ok(text) => Ok(text.to_str().is_ok_and(|t| t.contains("'max_version'"))),
+        Err(raised) if crate::parse::must_propagate(py, &raised) => Err(raised),
+        Err(_) => Ok(false),
+    }
 }
 
 /// Runs `f` with `handled` as the exception being handled (`sys.exc_info()`), as in an
@@ -1192,11 +1210,15 @@ unsafe fn read_tensor(taken: Taken, reported: DLDevice, stream: Option<Stream>) 
             Taken::Legacy(t) => (&(*t).dl_tensor, true),
             Taken::Versioned(t) => {
                 let version = (*t).version;
-                if version.major > dlpack::VERSION.major {
-                    return Err(buffer_error(format!(
-                        "__dlpack__: DLPack {}.{} is newer than the versions cai reads (1.x)",
-                        version.major, version.minor
-                    )));
+                if version.major != dlpack::VERSION.major {
+                    // Versioned capsules began with DLPack 1.0: a 0.x one is malformed (a
+                    // legacy tensor misnamed, say), and read no further.
+                    let what = if version.major > dlpack::VERSION.major {
+                        "is newer than the versions cai reads (1.x)"
+                    } else {
+                        "is older than versioned capsules (DLPack 1.0 and later): the tensor is malformed"
+                    };
+                    return Err(buffer_error(format!("__dlpack__: DLPack {}.{} {what}", version.major, version.minor)));
                 }
                 (&(*t).dl_tensor, (*t).flags & flags::READ_ONLY != 0)
             }

@@ -1020,11 +1020,12 @@ fn collect(dict: &Bound<'_, PyDict>, iface: Interface, out: &mut Vec<String>, al
         // No descriptor to check: the rules that need only the version and a key's
         // presence still are.
         if declared.is_some() {
-            if let Some(value) = stream.and_then(|s| s.to_raw()).filter(|_| rules < 3) {
-                out.push(Error::StreamVersion { value, version: rules }.to_string());
-            }
+            // In the rules' order: the mask's, then the stream's.
             if rules < 1 && keys.get(MASK).is_some_and(|m| !m.is_none()) {
                 out.push(Error::MaskVersion { version: rules }.to_string());
+            }
+            if let Some(value) = stream.and_then(|s| s.to_raw()).filter(|_| rules < 3) {
+                out.push(Error::StreamVersion { value, version: rules }.to_string());
             }
         }
         return Ok(());
@@ -1252,7 +1253,10 @@ fn data(value: Option<&Bound<'_, PyAny>>, iface: Interface) -> Result<(usize, bo
     let value = value.ok_or_else(|| missing("data"))?;
     let pair = value.cast::<PyTuple>().ok().filter(|t| t.len() == 2);
     let Some(t) = pair else {
-        if iface == Interface::Host && !value.is_instance_of::<PyTuple>() {
+        let holds_bytes = value.is_instance_of::<pyo3::types::PyBytes>()
+            || value.is_instance_of::<pyo3::types::PyByteArray>()
+            || value.is_instance_of::<pyo3::types::PyMemoryView>();
+        if iface == Interface::Host && holds_bytes {
             // NumPy's older form of its own interface (Pillow's images export it): an
             // object holding the bytes, which cai does not read.
             let received = received(value).map_err(Failure::raised)?;

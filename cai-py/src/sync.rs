@@ -364,8 +364,8 @@ mod imp {
                 "pass check_pointers=False, or call cai.configure(check_pointers=False), to skip this check"
             }
             Caller::Extractor => {
-                "call cai.configure(check_pointers=False) (or set CAI_CHECK_POINTERS=0 before cai first checks a \
-                 pointer) to skip this check"
+                "call cai.configure(check_pointers=False) (or set CAI_CHECK_POINTERS=0 before the process first \
+                 uses cai) to skip this check"
             }
         }
     }
@@ -421,7 +421,7 @@ mod imp {
                     py,
                     format!(
                         "data: cannot tell the device of pointer 0x{ptr:x} (call cai.configure(check_pointers=False), \
-                         or set CAI_CHECK_POINTERS=0 before cai first checks a pointer, to export it as device 0)"
+                         or set CAI_CHECK_POINTERS=0 before the process first uses cai, to export it as device 0)"
                     ),
                     e,
                 ))

@@ -149,6 +149,31 @@ def test_a_typeerror_subclass_is_the_producers_refusal_and_is_not_retried():
     assert Refuses.calls == 1
 
 
+def test_copy_refused_by_a_producer_that_takes_max_version_is_its_own_error():
+    class NoCopy:
+        def __dlpack_device__(self):
+            return (1, 0)
+
+        def __dlpack__(self, *, stream=None, max_version=None):
+            return np.arange(3.0).__dlpack__(max_version=max_version)
+
+    with pytest.raises(TypeError, match="unexpected keyword argument 'copy'") as caught:
+        cai.from_dlpack(NoCopy(), copy=True)
+    assert caught.value.__context__ is None, "raised as the producer raised it, not retried"
+    assert cai.from_dlpack(NoCopy()).shape == (3,)
+
+    class Interrupting:
+        def __str__(self):
+            raise KeyboardInterrupt
+
+    class Hostile(NoCopy):
+        def __dlpack__(self, **kw):
+            raise TypeError(Interrupting())
+
+    with pytest.raises(KeyboardInterrupt):
+        cai.from_dlpack(Hostile(), copy=True)
+
+
 def test_copy_asked_of_a_producer_from_before_dlpack_1_says_so():
     from producers import Legacy
 
@@ -616,6 +641,10 @@ class HandMade:
         self.memory = memory
         self.capsule_name = capsule_name
         self.deleted = 0
+        # Of those, the deletes the capsule's destructor ran (a tensor no consumer took).
+        self.destroyed = 0
+        # One callback for every capsule made: a capsule may outlive the next call.
+        self._destructor = CAPSULE_DESTRUCTOR(self._destroy)
         self.shape = (ctypes.c_int64 * len(shape))(*shape)
         self.device = device
         self._deleter = DELETER(self._delete)
@@ -632,6 +661,7 @@ class HandMade:
         valid = ctypes.pythonapi.PyCapsule_IsValid
         valid.restype, valid.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p]
         if valid(capsule, self.capsule_name):
+            self.destroyed += 1
             self.managed.deleter(ctypes.addressof(self.managed))
 
     def __dlpack_device__(self):
@@ -639,7 +669,6 @@ class HandMade:
 
     def __dlpack__(self, **kwargs):
         self.kwargs = kwargs
-        self._destructor = CAPSULE_DESTRUCTOR(self._destroy)
         new = ctypes.pythonapi.PyCapsule_New
         new.restype = ctypes.py_object
         new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, CAPSULE_DESTRUCTOR]
@@ -654,7 +683,7 @@ def test_a_hand_made_capsule_is_read_and_its_deleter_called_once():
     assert p.deleted == 0
     del v
     gc.collect()
-    assert p.deleted == 1
+    assert (p.deleted, p.destroyed) == (1, 0), "taken, so freed by cai, not by the capsule's destructor"
 
 
 @pytest.mark.parametrize(
@@ -663,6 +692,7 @@ def test_a_hand_made_capsule_is_read_and_its_deleter_called_once():
         ({"code": 10, "bits": 8}, BufferError, r"dtype: kDLFloat8_e4m3fn \(8 bits\) has no typestr"),
         ({"code": 2, "bits": 32, "lanes": 4}, BufferError, "dtype: kDLFloat \\(32 bits, 4 lanes\\) has 4 lanes"),
         ({"major": 2}, BufferError, r"DLPack 2.0 is newer than the versions cai reads \(1.x\)"),
+        ({"major": 0}, BufferError, r"DLPack 0.0 is older than versioned capsules \(DLPack 1.0 and later\)"),
         ({"device": (8, 0)}, BufferError, r"kDLMetal \(8\) memory is neither host nor CUDA memory"),
     ],
 )
@@ -673,7 +703,8 @@ def test_what_cai_cannot_read_is_refused_and_still_freed(kwargs, error, message)
     gc.collect()
     # Refused before the capsule is consumed: the capsule's destructor frees the tensor. A
     # device cai cannot read is refused before a capsule is asked for.
-    assert p.deleted == (0 if "device" in kwargs else 1)
+    freed = 0 if "device" in kwargs else 1
+    assert (p.deleted, p.destroyed) == (freed, freed), "never taken: freed by the capsule's destructor alone"
     assert not hasattr(p, "kwargs") if "device" in kwargs else p.kwargs
 
 
@@ -691,13 +722,13 @@ def test_a_versioned_tensor_in_a_capsule_named_as_a_legacy_one_is_refused_and_le
         "except BufferError as e:\n"
         "    print('refused:', e)\n"
         "gc.collect()\n"
-        "print('deleted', p.deleted)\n"
+        "print('deleted', p.deleted, p.destroyed)\n"
     )
     r = subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(__file__), capture_output=True, text=True)
     assert r.returncode == 0, (r.returncode, r.stderr)
     lines = r.stdout.splitlines()
     assert lines[0].startswith("refused: __dlpack__: the tensor is on "), lines
-    assert lines[1] == "deleted 1", lines
+    assert lines[1] == "deleted 1 1", lines
 
 
 def test_a_tensor_with_a_negative_device_id_is_refused_and_freed():
@@ -709,7 +740,7 @@ def test_a_tensor_with_a_negative_device_id_is_refused_and_freed():
         with pytest.raises(BufferError, match=r"tensor is on \((kDLCPU, -5|kDLCUDAHost, -1)\) but __dlpack_device__ said \(kDLCPU, 0\)"):
             cai.from_dlpack(p)
         gc.collect()
-        assert p.deleted == 1
+        assert (p.deleted, p.destroyed) == (1, 1)
 
 
 def test_a_null_pointer_with_a_byte_offset_is_refused():
@@ -738,7 +769,7 @@ def test_misaligned_shape_and_strides_are_refused_and_the_tensor_freed(field):
     with pytest.raises(ValueError, match=rf"{field}: the pointer 0x[0-9a-f]+ is not aligned for int64 values"):
         cai.from_dlpack(p)
     gc.collect()
-    assert p.deleted == 1
+    assert (p.deleted, p.destroyed) == (1, 1)
 
 
 def test_a_misaligned_tensor_is_refused_and_left_to_its_producer():

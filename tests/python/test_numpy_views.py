@@ -256,3 +256,7 @@ def test_numpys_older_data_form_is_refused_with_the_way_round_it():
     assert np.asarray(PillowLike()).shape == (3, 5)
     with pytest.raises(TypeError, match=r"^data: expected a \(pointer: int, readonly: bool\) tuple, received b'.*' \(bytes\)$"):
         cai.from_cuda_array_interface({"version": 3, "shape": (15,), "typestr": "|u1", "data": b"\0" * 15})
+    # Nor where numpy.asarray would not help either: an int, a list, None.
+    for data in (0x1000, [0x1000, False], None):
+        with pytest.raises(TypeError, match=r"^data: expected a \(pointer: int, readonly: bool\) tuple, received [^;]*$"):
+            cai.as_array(type("P", (), {"__array_interface__": {"version": 3, "shape": (1,), "typestr": "|u1", "data": data}})())
