@@ -12,6 +12,7 @@
 
 import importlib
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -29,6 +30,9 @@ def machine():
         capture_output=True, text=True,
     ).stdout.strip()
     print(f"- GPU: {smi or 'none'}")
+    # The kernel's release tells a sandboxed runtime (gVisor reports 4.4.0), where some
+    # driver calls (virtual memory, managed memory) may fail for reasons not cai's.
+    print(f"- kernel {platform.release()}")
     print(f"- Python {sys.version.split()[0]} ({sys.executable})")
     for name in PEERS:
         try:
@@ -129,6 +133,12 @@ def summary(out, commit, seconds, failed_parts):
     if os.path.exists(bench):
         print("\n### Benchmarks\n")
         print(open(bench).read())
+    # The verdict again, last: a reader of the output's tail (the benchmark table is long)
+    # sees it.
+    print("\n### Verdict\n")
+    for title, rows in suites:
+        c = counts(rows) if rows is not None else None
+        print(f"- {title}: " + (f"{c['passed']} passed, {c['FAILED']} failed, {c['skipped']} skipped" if c else "did not run"))
     if failed_parts:
         print(f"\nFailed parts: {', '.join(failed_parts)}")
     passed = sum(1 for r in suites[1][1] or [] if r[1] == "passed")

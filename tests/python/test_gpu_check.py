@@ -104,7 +104,7 @@ def test_every_step_ends_by_the_deadline_and_a_test_that_hangs_is_counted(tmp_pa
     )
     # Left without the execute bit, as a copy may leave them: the run sets it.
     pythonpath = os.pathsep.join([str(tmp_path / "stand_in"), os.environ.get("PYTHONPATH", "")])
-    env = dict(env, PYTHON=sys.executable, PYTHONPATH=pythonpath, GPU_CHECK_SECONDS="15")
+    env = dict(env, PYTHON=sys.executable, PYTHONPATH=pythonpath, GPU_CHECK_SECONDS="30")
     r = subprocess.run(["bash", "scripts/gpu-check", "run", "out"], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 1, r.stdout
     summary = (tmp_path / "out" / "summary.md").read_text()

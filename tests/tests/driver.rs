@@ -424,6 +424,10 @@ fn per_thread_streams_of_two_threads_are_kept_apart() {
         let producer = std::thread::spawn(move || {
             let _keep = KeepCurrent::new();
             c.bind_to_thread().unwrap();
+            // Held first, so that the writes are still pending when the other thread reads
+            // (the memsets alone may finish before it does, and the test would then pass
+            // without the wait it guards).
+            hold(2 as sys::CUstream);
             // SAFETY: `ptr` addresses `n` u32s alive until the end of the test.
             unsafe {
                 for _ in 0..20 {
@@ -467,6 +471,8 @@ fn a_slice_on_its_own_stream_is_ordered_before_the_container_stream() {
     let container = OnAnotherStream { values, stream: ctx.new_stream().unwrap() };
     let export = container.stream.cu_stream();
     for round in 1..=5u32 {
+        // Held first: the writes are still pending when the export is read back.
+        hold(writer.cu_stream());
         // SAFETY: `ptr` addresses the slice's `n` u32s; the memsets are queued on `writer`.
         unsafe {
             for _ in 0..20 {

@@ -16,10 +16,6 @@ class Driver:
         assert self.lib.cuCtxGetCurrent(ctypes.byref(ctx)) == 0
         return ctx.value
 
-    def stream_busy(self, handle):
-        """Whether work is still pending on a stream (cuStreamQuery: CUDA_ERROR_NOT_READY)."""
-        return self.lib.cuStreamQuery(ctypes.c_void_p(handle)) == 600
-
 
 def Dict(desc, owner=None):  # noqa: N802 - reads as the class it stands for
     """A pure-Python producer of the given interface dict (it touches no CUDA API),
