@@ -67,10 +67,27 @@ def machine():
     return 0 if ok else 1
 
 
-def junit(path):
-    """(name, outcome, detail) for each test case of a pytest JUnit file."""
-    if not os.path.exists(path):
+def verbose_lines(log, prefix):
+    """(name, outcome, "") for each `-v` result line of a pytest run in `log` whose test
+    path starts with `prefix`: what is left when a run killed before its end wrote no
+    JUnit file. None when there is none."""
+    if not os.path.exists(log):
         return None
+    rows = []
+    outcomes = {"PASSED": "passed", "FAILED": "FAILED", "ERROR": "FAILED", "SKIPPED": "skipped", "XFAIL": "skipped"}
+    for line in open(log, errors="replace"):
+        m = re.match(rf"^{re.escape(prefix)}(\S*?)::(\S+) (PASSED|FAILED|ERROR|SKIPPED|XFAIL)\b", line.strip())
+        if m:
+            module = os.path.splitext(os.path.basename(m.group(1)))[0]
+            rows.append((f"{module}::{m.group(2)}", outcomes[m.group(3)], ""))
+    return rows or None
+
+
+def junit(path, log=None, prefix=None):
+    """(name, outcome, detail) for each test case of a pytest JUnit file; without the file,
+    the `-v` lines of `log` for tests under `prefix`, if any."""
+    if not os.path.exists(path):
+        return verbose_lines(log, prefix) if log else None
     rows = []
     for case in ET.parse(path).getroot().iter("testcase"):
         name = f"{case.get('classname', '').rpartition('.')[2]}::{case.get('name')}"
@@ -109,7 +126,7 @@ def summary(out, commit, seconds, failed_parts):
         print(open(os.path.join(out, "machine.md")).read())
     suites = [
         ("Rust GPU tests", rust(os.path.join(out, "rust.log"))),
-        ("pytest tests/python/gpu", junit(os.path.join(out, "pytest-gpu.xml"))),
+        ("pytest tests/python/gpu", junit(os.path.join(out, "pytest-gpu.xml"), os.path.join(out, "run.log"), "gpu/")),
         ("pytest tests/python (CPU suite)", junit(os.path.join(out, "pytest-cpu.xml"))),
     ]
     print("| suite | passed | failed | skipped |\n|---|---|---|---|")

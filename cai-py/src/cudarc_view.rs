@@ -29,6 +29,10 @@ use crate::extract::{Access, ReadOnly, ReadWrite};
 /// waits for the per-thread stream of the creating thread and is synchronized when the
 /// view drops. The view may then move to another thread.
 ///
+/// It borrows the producer's stream handle, which the array does not own (CuPy and
+/// PyTorch report the stream current when they export): use the view within the call
+/// that made it, since one kept past it may outlive that stream.
+///
 /// It covers the `len` elements from the array's pointer, so use it for C-contiguous
 /// arrays (see `PyCudaArray::cudarc_view`). cudarc's own calls bind the context to the
 /// thread; cai's calls here leave the caller's current context as it was.

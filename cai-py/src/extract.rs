@@ -827,8 +827,20 @@ impl<T: Element, D: Dimension, A: Access> PyCudaArray<'_, T, D, A> {
     /// The array as cudarc device memory (a [`CudaForeign`](crate::CudaForeign) of `len()`
     /// elements on the producer's stream), for launching cudarc kernels on it. C-contiguous
     /// arrays only (`ValueError` otherwise); `cai.CudaDriverError` without a driver.
+    ///
+    /// Not for elements that hold a `bool` (`TypeError`): cudarc copies device bytes into
+    /// Rust values without a check, and a byte other than 0 or 1 is no `bool`. Read such an
+    /// array as `u8` (or a record of `u8`) instead.
     pub fn cudarc_view(&self) -> PyResult<crate::CudaForeign<T, A>> {
         let py = self.argument.py;
+        if !cai_core::bool_bytes::<T>().is_empty() {
+            return Err(Problem::type_error(format!(
+                "typestr: a cudarc view of '{}' elements would hand Rust bool values that nothing checked (a device \
+                 byte may hold any value); read the array as u8",
+                T::TYPESTR
+            ))
+            .into());
+        }
         if !self.is_c_contiguous() {
             return Err(Problem::value_error(format!(
                 "strides: a cudarc view needs a C-contiguous array, received shape {} with strides {}",

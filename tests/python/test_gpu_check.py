@@ -220,3 +220,21 @@ def test_summary_lists_every_outcome(tmp_path):
     for line in ("- passed: test_x::t0", "- FAILED: test_x::t1 (boom)", "- skipped: test_x::t2 (no GPU)",
                  "- passed: a", "- FAILED: b", "| gpu | row |", "Failed parts: pytest gpu"):
         assert line in r.stdout, line
+
+
+def test_summary_reads_the_log_where_the_gpu_suite_left_no_junit_file(tmp_path):
+    # A run killed inside a driver call writes no JUnit file: the -v lines in run.log
+    # still say what ran. The verdict comes again after the benchmark table.
+    (tmp_path / "run.log").write_text(
+        "gpu/test_streams.py::test_a PASSED   [ 50%]\n"
+        "gpu/test_memory.py::test_b[x] FAILED   [100%]\n"
+        "test_cpu.py::test_c PASSED\n"
+    )
+    (tmp_path / "bench.md").write_text("| gpu | row |\n")
+    r = summarize(tmp_path, "pytest gpu (no JUnit file)")
+    assert "| pytest tests/python/gpu | 1 | 1 | 0 |" in r.stdout, r.stdout
+    assert "- passed: test_streams::test_a" in r.stdout and "- FAILED: test_memory::test_b[x]" in r.stdout
+    verdict = r.stdout.rindex("### Verdict")
+    assert r.stdout.rindex("| gpu | row |") < verdict
+    assert "- pytest tests/python/gpu: 1 passed, 1 failed, 0 skipped" in r.stdout[verdict:]
+    assert "Failed parts: pytest gpu (no JUnit file)" in r.stdout[verdict:]

@@ -78,6 +78,15 @@ def test_cudarc_entry_points_without_driver():
         fx.CudarcBuffer([4])
 
 
+def test_a_cudarc_view_of_bools_is_refused_before_the_driver_is_needed():
+    import numpy as np
+
+    from producers import host_backed
+
+    with pytest.raises(TypeError, match=r"^typestr: a cudarc view of '\|b1' elements would hand Rust bool values"):
+        fx.cudarc_view_of_bools(host_backed(np.ones(4, np.bool_)))
+
+
 @no_driver
 def test_process_wide_policy_reaches_other_modules():
     cai.configure(import_sync="ignore")

@@ -577,6 +577,13 @@ fn cudarc_view_device(x: PyCudaArrayRo<'_, f32, IxDyn>) -> PyResult<usize> {
     Ok(device)
 }
 
+/// A cudarc view of a bool array: refused (cudarc would read any device byte as a bool).
+#[pyfunction]
+fn cudarc_view_of_bools(x: PyCudaArrayRo<'_, bool, IxDyn>) -> PyResult<usize> {
+    use cudarc::driver::DeviceSlice;
+    Ok(x.cudarc_view()?.len())
+}
+
 /// What keeps the memory of `x`'s cudarc view alive (the view's owner).
 #[pyfunction]
 fn cudarc_view_owner(x: PyCudaArrayRo<'_, f32, IxDyn>) -> PyResult<Py<PyAny>> {
@@ -1032,6 +1039,7 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(append_address_rw, m)?)?;
     m.add_function(wrap_pyfunction!(order_on_a_local_cudarc_stream, m)?)?;
     m.add_function(wrap_pyfunction!(cudarc_view_device, m)?)?;
+    m.add_function(wrap_pyfunction!(cudarc_view_of_bools, m)?)?;
     m.add_function(wrap_pyfunction!(describe_f32, m)?)?;
     m.add_function(wrap_pyfunction!(dims_f32_2d, m)?)?;
     m.add_function(wrap_pyfunction!(element_strides_f64_2d, m)?)?;
