@@ -4,7 +4,7 @@
 //! is an array of its own (its type implements the trait). The derive lists them, by
 //! name, through `NamedArrays` (`NamedCudaArrays` on the device), and the Python layer
 //! gives each a property. With cudarc's `CudaSlice` in place of `Vec`, and
-//! `#[derive(CudaArrayInterface)]`, the struct is the same.
+//! `#[derive(CudaArrayInterface)]` on each struct (`Normals` too), the struct is the same.
 
 use cai_core::{ArrayInterface, Error, NamedArrays};
 

@@ -2,8 +2,19 @@
 //!
 //! The derive gives the record typestr `|V{size}` and a descr with every field at its
 //! Rust offset and padding in the gaps, so `numpy.dtype(descr)` (or CuPy's) has the same
-//! layout as Rust. An array of records is exported like any other array; on a GPU, use a
-//! `CudaSlice<Particle>` (Particle must also be cudarc's `DeviceRepr`).
+//! layout as Rust. An array of records is exported as any other array is, with two
+//! differences this record shows:
+//!
+//! - it holds a `bool`, so it is exported read-only (`'data': (..., True)`): a consumer
+//!   could write a byte other than 0 or 1, which no Rust `bool` may hold;
+//! - Rust leaves its padding (two bytes after `id`, seven after `alive`) uninitialised:
+//!   consumers may see leftover bytes there, and Rust code must not read those bytes back
+//!   as `u8`. Where consumers may look at a record's bytes, declare the padding as fields
+//!   (`_pad: [u8; 2]`) set to 0.
+//!
+//! On a GPU, use a `CudaSlice` of a record that implements cudarc's `DeviceRepr` and holds
+//! no `bool` (store it as `u8`): cudarc copies device bytes into Rust values unchecked, and
+//! cai's `cudarc_view` refuses elements that hold a `bool`.
 
 use std::mem::{offset_of, size_of};
 

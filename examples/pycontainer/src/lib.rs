@@ -63,7 +63,7 @@ impl Image {
 
     /// The sum of the pixels, computed in Rust.
     fn sum(&self) -> f64 {
-        self.pixels.iter().map(|&p| f64::from(p)).sum()
+        self.pixels.iter().fold(0.0, |sum, &p| sum + f64::from(p))
     }
 }
 
@@ -90,9 +90,17 @@ fn driver_error(e: impl std::fmt::Display) -> PyErr {
     Python::attach(|py| cai_py::driver_error(py, e.to_string()))
 }
 
-/// cudarc's context of device 0's primary context. Fails cleanly without a usable driver.
-fn context() -> PyResult<Arc<CudaContext>> {
-    cai_core::cuda::cudarc_context(0).map_err(driver_error)
+/// cudarc's context of device `device`'s primary context. Fails cleanly without a usable
+/// driver.
+fn context(device: i32) -> PyResult<Arc<CudaContext>> {
+    cai_core::cuda::cudarc_context(device).map_err(driver_error)
+}
+
+/// A new stream of `ctx`, after the work queued so far on its legacy default stream.
+/// (cudarc's `new_stream` would synchronize the whole context for its first stream: a host
+/// wait, which also breaks a graph capture under way.)
+fn new_stream(ctx: &Arc<CudaContext>) -> PyResult<Arc<CudaStream>> {
+    cai_core::cuda::cudarc_stream_after(ctx, cai_core::Stream::LegacyDefault).map_err(driver_error)
 }
 
 /// A `rows` x `cols` image of f32 in device memory, on a stream of its own.
@@ -110,15 +118,25 @@ struct DeviceImage {
 #[cai_py::export]
 #[pymethods]
 impl DeviceImage {
+    /// On device 0. (An empty image still allocates one element: CUDA allocates no 0 bytes.)
     #[new]
     fn new(rows: usize, cols: usize) -> PyResult<Self> {
-        let stream = context()?.new_stream().map_err(driver_error)?;
-        let pixels = stream.alloc_zeros::<f32>(pixel_count(rows, cols)?).map_err(driver_error)?;
+        let n = pixel_count(rows, cols)?;
+        // cudarc binds its context to this thread and leaves it there: the caller's (a
+        // CuPy or PyTorch device block's) is put back when `_keep` drops.
+        let _keep = cai_core::cuda::KeepCurrent::new();
+        let stream = new_stream(&context(0)?)?;
+        // The export describes `shape`: an empty one reaches no byte of the one element.
+        let pixels = stream.alloc_zeros::<f32>(n.max(1)).map_err(driver_error)?;
         Ok(DeviceImage { pixels, shape: [rows, cols], stream })
     }
 
     /// The pixels, copied to the host (row-major).
     fn to_list(&self) -> PyResult<Vec<f32>> {
+        if self.shape.contains(&0) {
+            return Ok(Vec::new());
+        }
+        let _keep = cai_core::cuda::KeepCurrent::new();
         self.stream.clone_dtoh(&self.pixels).map_err(driver_error)
     }
 }
@@ -128,7 +146,7 @@ impl DeviceImage {
 fn describe(x: PyCudaArrayRo<'_, f32, Ix2>) -> String {
     let [rows, cols] = x.dims();
     let layout = if x.is_c_contiguous() { "C-contiguous" } else { "strided" };
-    format!("{rows}x{cols} f32 at 0x{:x}, {layout}, strides {:?} bytes", x.device_address(), x.strides())
+    format!("{rows}x{cols} f32 at 0x{:x}, {layout}, strides {} bytes", x.device_address(), py_tuple(x.strides()))
 }
 
 /// Sets every element of a C-contiguous 2-d f32 device array to `value` on a stream of
@@ -137,21 +155,38 @@ fn describe(x: PyCudaArrayRo<'_, f32, Ix2>) -> String {
 fn fill(mut x: PyCudaArrayRw<'_, f32, Ix2>, value: f32) -> PyResult<()> {
     if !x.is_c_contiguous() {
         return Err(pyo3::exceptions::PyValueError::new_err(format!(
-            "x: fill needs a C-contiguous array, received strides {:?}",
-            x.strides()
+            "x: fill needs a C-contiguous array, received shape {} with strides {}",
+            py_tuple(x.shape()),
+            py_tuple(x.strides())
         )));
     }
-    let stream = context()?.new_stream().map_err(driver_error)?;
     let n = x.len();
+    if n == 0 {
+        return Ok(());
+    }
+    let _keep = cai_core::cuda::KeepCurrent::new();
+    // A stream of the context of the memory's device (the extractor refused memory of
+    // another device than the current one).
+    let device = cai_core::cuda::pointer_info(x.device_address()).map_err(driver_error)?.map_or(0, |i| i.device);
+    let stream = new_stream(&context(device)?)?;
     // `stream` waits for the producer's pending work before the memset runs.
     let ptr = x.as_mut_ptr_on(&stream)? as cudarc::driver::sys::CUdeviceptr;
-    // SAFETY: the extractor checked that `x` is a writable f32 array of `n` contiguous
-    // elements and keeps its producer alive; `stream` is a live stream of its context.
+    // SAFETY: `x` is a writable f32 array of `n` elements, C-contiguous (checked above),
+    // at a pointer aligned for f32 (the extractor checked), on the device of `stream`'s
+    // context; the extractor keeps its producer alive until this call returns.
     unsafe {
         use cudarc::driver::sys;
         sys::cuMemsetD32Async(ptr, value.to_bits(), n, stream.cu_stream()).result().map_err(driver_error)?;
     }
     stream.synchronize().map_err(driver_error)
+}
+
+/// A shape or strides as Python prints a tuple.
+fn py_tuple<T: std::fmt::Display>(items: &[T]) -> String {
+    match items {
+        [one] => format!("({one},)"),
+        _ => format!("({})", items.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")),
+    }
 }
 
 /// Adds `by` to every element of a C-contiguous 2-d f32 host array, in place.
@@ -166,7 +201,8 @@ fn brighten(mut x: PyHostArrayRw<'_, f32, Ix2>, by: f32) -> PyResult<()> {
 /// The sum of a C-contiguous f32 host array of any shape.
 #[pyfunction]
 fn total(x: PyHostArrayRo<'_, f32>) -> PyResult<f64> {
-    Ok(x.as_slice()?.iter().map(|&p| f64::from(p)).sum())
+    // Folded from 0.0: a float sum of nothing is -0.0.
+    Ok(x.as_slice()?.iter().fold(0.0, |sum, &p| sum + f64::from(p)))
 }
 
 #[pymodule]
