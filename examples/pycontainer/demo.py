@@ -83,6 +83,9 @@ def gpu_round_trip():
         return
     print("\n== device: a Rust DeviceImage seen by CuPy / PyTorch through __cuda_array_interface__")
     print("interface      ", img.__cuda_array_interface__)
+    empty = pycontainer.DeviceImage(0, 3)
+    assert empty.to_list() == [] and empty.__cuda_array_interface__["data"] == (0, False)
+    print("an empty image exports pointer 0:", empty.__cuda_array_interface__["data"])
     try:
         import cupy
 

@@ -167,10 +167,17 @@ fn fill(mut x: PyCudaArrayRw<'_, f32, Ix2>, value: f32) -> PyResult<()> {
     let _keep = cai_core::cuda::KeepCurrent::new();
     // A stream of the context of the memory's device (the extractor refused memory of
     // another device than the current one).
-    let device = cai_core::cuda::pointer_info(x.device_address()).map_err(driver_error)?.map_or(0, |i| i.device);
-    let stream = new_stream(&context(device)?)?;
+    let Some(info) = cai_core::cuda::pointer_info(x.device_address()).map_err(driver_error)? else {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "x: pointer 0x{:x} is not memory the CUDA driver knows",
+            x.device_address()
+        )));
+    };
+    let stream = new_stream(&context(info.device)?)?;
     // `stream` waits for the producer's pending work before the memset runs.
     let ptr = x.as_mut_ptr_on(&stream)? as cudarc::driver::sys::CUdeviceptr;
+    // The memset runs in the current context, which must be the stream's.
+    stream.context().bind_to_thread().map_err(driver_error)?;
     // SAFETY: `x` is a writable f32 array of `n` elements, C-contiguous (checked above),
     // at a pointer aligned for f32 (the extractor checked), on the device of `stream`'s
     // context; the extractor keeps its producer alive until this call returns.
