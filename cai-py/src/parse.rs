@@ -536,6 +536,8 @@ fn mapping_class(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
 /// propagate](must_propagate) does.
 pub(crate) fn is_mapping(value: &Bound<'_, PyAny>) -> PyResult<bool> {
     let py = value.py();
+    // The check runs the value's code, which may call cai again: a level of nesting.
+    let _nesting = Nesting::enter("the class of a value checked for a mapping")?;
     match mapping_class(py).and_then(|m| value.is_instance(m)) {
         Ok(is) => Ok(is),
         Err(e) if must_propagate(py, &e) => Err(e),

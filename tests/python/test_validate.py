@@ -139,3 +139,28 @@ def test_which_interface_was_checked_is_said():
             raise ValueError("gone")
 
     assert cai.validate(BrokenHost()) == ["__array_interface__: reading the attribute raised ValueError: gone"]
+
+
+def test_recursion_through_the_mapping_check_ends_in_recursion_error():
+    # An object with no interface whose __class__ calls cai.validate on itself: each level
+    # is one nested read, so the recursion ends in RecursionError, never in an overflow of
+    # the C stack (in a child interpreter, with Python's own limit set high).
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, cai\n"
+        "sys.setrecursionlimit(100000)\n"
+        "class Loop:\n"
+        "    @property\n"
+        "    def __class__(self):\n"
+        "        cai.validate(self)\n"
+        "        return Loop\n"
+        "try:\n"
+        "    cai.validate(Loop())\n"
+        "except RecursionError as e:\n"
+        "    print('RecursionError', e)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    assert r.stdout.startswith("RecursionError maximum recursion depth exceeded while reading "), r.stdout
