@@ -29,11 +29,10 @@ pub fn interface_dict<'py>(
 pub(crate) enum MaskSource<'a, 'py> {
     /// A view of the descriptor's mask that keeps the exporting object alive.
     Owner,
-    /// A view of the descriptor's mask that keeps this object (the mask object it was
-    /// read from) alive.
-    ViewOf(&'a Bound<'py, PyAny>),
-    /// This object itself, the mask object the descriptor's mask was read from, for a
-    /// reader that reads it again (the `cai` package's view factory).
+    /// This object itself, the mask object the descriptor's mask was read from, which a
+    /// consumer reads again. (A view of the mask as read would have to keep alive what
+    /// that read kept alive, the mask's interface value included, which the mask object
+    /// alone does not.)
     Object(&'a Bound<'py, PyAny>),
 }
 
@@ -128,7 +127,6 @@ fn build<'py>(
                 dict.set_item(intern!(py, "mask"), object)?;
                 None
             }
-            MaskSource::ViewOf(object) => Some(object),
             MaskSource::Owner => Some(owner),
         };
         if let Some(view_owner) = view_owner {

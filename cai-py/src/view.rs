@@ -60,12 +60,11 @@ impl Core {
         d
     }
 
-    /// The interface dict this view exports. A mask is exported as a view of the mask as
-    /// it was read, which keeps the mask object alive, not as that object, whose interface
-    /// may have changed since: a view is frozen, its mask too.
+    /// The interface dict this view exports, with the mask object it was read with (which
+    /// a consumer reads again).
     fn interface<'py>(&self, slf: &Bound<'py, PyAny>, iface: Interface) -> PyResult<Bound<'py, PyDict>> {
         let mask = self.links.mask().map(|m| m.bind(slf.py()));
-        let source = mask.map_or(MaskSource::Owner, MaskSource::ViewOf);
+        let source = mask.map_or(MaskSource::Owner, MaskSource::Object);
         interface_dict_with(slf, &self.export_descriptor(iface), iface, source)
     }
 
@@ -154,7 +153,9 @@ pub(crate) fn _make_view_v3<'py>(
     // An exact int: this private factory is called by cai-py's own code, with the
     // version it read.
     let text = || crate::error::received(version);
-    let version = match version.cast_exact::<pyo3::types::PyInt>().map(|v| v.extract::<u64>()) {
+    // An int (of a subclass too, read without its code), not a bool.
+    let int = version.cast::<pyo3::types::PyInt>().ok().filter(|_| !version.is_instance_of::<pyo3::types::PyBool>());
+    let version = match int.ok_or(()).map(|v| v.extract::<u64>()) {
         Ok(Ok(v)) => v,
         Ok(Err(_)) => {
             return Err(Problem::value_error(format!("version: {} is not from 0 to 2**64 - 1", text()?)).into())
@@ -255,7 +256,7 @@ impl Core {
             Some((make, takes_version)) => {
                 let owner = self.links.owner().bind(py);
                 // The mask object itself, which the factory reads again: its view's `mask`
-                // is that object, as a view the package makes itself.
+                // is that object, as for a view the package makes itself.
                 let mask = self.links.mask().map(|m| m.bind(py)).map_or(MaskSource::Owner, MaskSource::Object);
                 let lifeline = self.links.interface().map(|v| v.bind(py).clone());
                 let host = iface == Interface::Host;
