@@ -480,8 +480,8 @@ impl Descriptor {
             }
         }
         if let Some(mask) = &self.mask {
-            if self.version < 1 {
-                findings.note(Error::MaskVersion { version: self.version })?;
+            if let Err(e) = Self::check_mask_version(self.version) {
+                findings.note(e)?;
             }
             // Both shapes print: each within the limit.
             if self.shape.len() <= crate::MAX_DIMS && mask.shape.len() <= crate::MAX_DIMS && mask.shape != self.shape {
@@ -489,12 +489,29 @@ impl Descriptor {
             }
             findings.mask(mask)?;
         }
-        if let Some(value) = self.stream.to_raw() {
-            if self.version < 3 {
-                findings.note(Error::StreamVersion { value, version: self.version })?;
-            }
+        if let Err(e) = Self::check_stream_version(self.version, self.stream) {
+            findings.note(e)?;
         }
         Ok(())
+    }
+
+    /// The rule of version `version` for a mask, which needs nothing else of the array
+    /// (`cai.validate` checks it where the rest cannot be read): none in version 0.
+    pub fn check_mask_version(version: u32) -> Result<()> {
+        match version {
+            0 => Err(Error::MaskVersion { version }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The rule of version `version` for `stream`, which needs nothing else of the array:
+    /// a stream only from version 3.
+    #[inline]
+    pub fn check_stream_version(version: u32, stream: Stream) -> Result<()> {
+        match stream.to_raw() {
+            Some(value) if version < 3 => Err(Error::StreamVersion { value, version }),
+            _ => Ok(()),
+        }
     }
 
     /// The pointer a conforming producer exports: 0 for an array that reaches no byte from

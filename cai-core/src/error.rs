@@ -244,23 +244,30 @@ impl Error {
 /// length, so that a 10 MB typestr makes a short message.
 #[doc(hidden)]
 pub fn shortened(text: String) -> String {
-    match text.char_indices().nth(SHOWN) {
+    match cut(&text) {
         None => text,
-        Some((cut, _)) => format!("{}... ({} characters)", &text[..cut], text.chars().count()),
+        Some((head, length)) => format!("{head}... ({length} characters)"),
     }
 }
 
 /// How many characters of a value a message shows.
 const SHOWN: usize = 80;
 
+/// The first [`SHOWN`] characters of a text longer than that, and its length in
+/// characters; `None` for a text that is shown whole.
+fn cut(text: &str) -> Option<(&str, usize)> {
+    let (at, _) = text.char_indices().nth(SHOWN)?;
+    Some((&text[..at], text.chars().count()))
+}
+
 /// A text as a message quotes it: in single quotes, its control characters escaped, cut
 /// as [`shortened`] cuts it (the quotes kept, the length the text's own).
 #[doc(hidden)]
 pub fn quoted(text: &str) -> String {
     // Cut before escaping, so that no escape is cut in two.
-    match text.char_indices().nth(SHOWN) {
+    match cut(text) {
         None => format!("'{}'", text.escape_debug()),
-        Some((cut, _)) => format!("'{}'... ({} characters)", text[..cut].escape_debug(), text.chars().count()),
+        Some((head, length)) => format!("'{}'... ({length} characters)", head.escape_debug()),
     }
 }
 

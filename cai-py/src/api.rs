@@ -212,10 +212,7 @@ fn given_options(py: Python<'_>, given: Options<'_, '_>) -> PyResult<ImportOptio
         (true, Some(p)) => p,
         (true, None) => config::import_sync(py)?,
     };
-    let check_pointers = match check_pointers {
-        Some(c) => c,
-        None => config::check_pointers(py)?,
-    };
+    let check_pointers = config::check_pointers(py, check_pointers)?;
     Ok(ImportOptions {
         policy,
         consumer: consumer_stream(stream, false)?,
@@ -319,10 +316,7 @@ pub fn from_dlpack<'py>(
     let imported = crate::dlpack::import(obj, consumer, copy)?;
     match imported.memory {
         crate::dlpack::Memory::Device => {
-            let check_pointers = match check_pointers {
-                Some(c) => c,
-                None => config::check_pointers(py)?,
-            };
+            let check_pointers = config::check_pointers(py, check_pointers)?;
             // The producer ordered its work before our stream: only the pointer is checked.
             let options = ImportOptions {
                 policy: SyncPolicy::Ignore,

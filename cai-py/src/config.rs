@@ -219,6 +219,9 @@ const EXPORT_VERSION: Setting = Setting {
     absent: 0,
 };
 
+/// Every option, in the order of [`update`]'s arrays.
+const SETTINGS: [&Setting; 4] = [&IMPORT_SYNC, &CHECK_POINTERS, &EXPORT_STREAM, &EXPORT_VERSION];
+
 impl Setting {
     /// The option's code, its variable read at its first use. A malformed variable is
     /// raised by each use, until `cai.configure` sets the option: a use of another
@@ -234,11 +237,7 @@ impl Setting {
     #[cold]
     #[inline(never)]
     fn read(&self, s: &Shared) -> Result<u8, Problem> {
-        let parsed = match env(self.env) {
-            Ok(Some(v)) => (self.parse)(&v),
-            Ok(None) => Ok(self.absent),
-            Err(e) => Err(e),
-        };
+        let parsed = env(self.env).and_then(|v| v.map_or(Ok(self.absent), |v| (self.parse)(&v)));
         let code = match parsed {
             Ok(code) => code,
             // Set meanwhile by `cai.configure` on another thread: that value counts.
@@ -279,15 +278,18 @@ fn stream_code(none: bool) -> u8 {
     }
 }
 
-fn export_options(stream: u8, version: u8) -> ExportOptions {
-    ExportOptions {
-        stream_none: match stream {
-            1 => Some(false),
-            2 => Some(true),
-            _ => None,
-        },
-        version: (version != 0).then_some(u32::from(version)),
+/// `ExportOptions::stream_none` of an `EXPORT_STREAM` code.
+fn stream_none_of(code: u8) -> Option<bool> {
+    match code {
+        1 => Some(false),
+        2 => Some(true),
+        _ => None,
     }
+}
+
+/// `ExportOptions::version` of an `EXPORT_VERSION` code.
+fn version_of(code: u8) -> Option<u32> {
+    (code != 0).then_some(u32::from(code))
 }
 
 fn env(name: &str) -> Result<Option<String>, Problem> {
@@ -348,9 +350,13 @@ pub(crate) fn import_sync(py: Python<'_>) -> PyResult<SyncPolicy> {
     Ok(policy_of(IMPORT_SYNC.code(shared(py)?)?))
 }
 
-/// Whether pointers are checked, where the call does not say.
-pub(crate) fn check_pointers(py: Python<'_>) -> PyResult<bool> {
-    Ok(CHECK_POINTERS.code(shared(py)?)? != 0)
+/// Whether pointers are checked: `given` by the call, else the process-wide option (read
+/// only then).
+pub(crate) fn check_pointers(py: Python<'_>, given: Option<bool>) -> PyResult<bool> {
+    match given {
+        Some(check) => Ok(check),
+        None => Ok(CHECK_POINTERS.code(shared(py)?)? != 0),
+    }
 }
 
 /// The process-wide export options, which an object's own options override. Finding them
@@ -368,15 +374,15 @@ impl ExportDefaults {
     /// variables are read for those only (an object that sets both reads neither).
     pub(crate) fn complete(&self, own: ExportOptions) -> PyResult<ExportOptions> {
         let s = self.0;
-        let stream = match own.stream_none {
-            Some(none) => stream_code(none),
-            None => EXPORT_STREAM.code(s)?,
+        let stream_none = match own.stream_none {
+            Some(none) => Some(none),
+            None => stream_none_of(EXPORT_STREAM.code(s)?),
         };
         let version = match own.version {
-            Some(v) => return Ok(ExportOptions { version: Some(v), ..export_options(stream, 0) }),
-            None => EXPORT_VERSION.code(s)?,
+            Some(v) => Some(v),
+            None => version_of(EXPORT_VERSION.code(s)?),
         };
-        Ok(export_options(stream, version))
+        Ok(ExportOptions { stream_none, version })
     }
 }
 
@@ -392,9 +398,7 @@ pub(crate) fn update(py: Python<'_>, overrides: Overrides) -> PyResult<Config> {
         overrides.version.map(|v| v as u8),
     ];
     let mut codes = [0; 4];
-    for ((setting, given), code) in
-        [IMPORT_SYNC, CHECK_POINTERS, EXPORT_STREAM, EXPORT_VERSION].iter().zip(given).zip(&mut codes)
-    {
+    for ((setting, given), code) in SETTINGS.iter().zip(given).zip(&mut codes) {
         *code = match given {
             Some(c) => c,
             // The call fails, and changes nothing: it says how to make it pass.
@@ -403,11 +407,12 @@ pub(crate) fn update(py: Python<'_>, overrides: Overrides) -> PyResult<Config> {
             })?,
         };
     }
-    for (setting, given) in [IMPORT_SYNC, CHECK_POINTERS, EXPORT_STREAM, EXPORT_VERSION].iter().zip(given) {
+    for (setting, given) in SETTINGS.iter().zip(given) {
         if let Some(c) = given {
             (setting.field)(s).store(c, Ordering::Release);
         }
     }
     let [sync, check, stream, version] = codes;
-    Ok(Config { import_sync: policy_of(sync), check_pointers: check != 0, export: export_options(stream, version) })
+    let export = ExportOptions { stream_none: stream_none_of(stream), version: version_of(version) };
+    Ok(Config { import_sync: policy_of(sync), check_pointers: check != 0, export })
 }

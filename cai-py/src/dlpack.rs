@@ -325,7 +325,7 @@ pub(crate) fn device(py: Python<'_>, descriptor: &Descriptor, extent: Extent, me
     match memory {
         Memory::Host => Ok(HOST),
         Memory::Device => {
-            let check = crate::config::check_pointers(py)?;
+            let check = crate::config::check_pointers(py, None)?;
             export_device(py, descriptor.data, extent.is_empty(), check)
         }
     }
@@ -1026,12 +1026,7 @@ fn import_from(
         }
         Err(e) => return Err(e),
     };
-    // Read before the capsule is consumed: a tensor refused stays the producer's, which
-    // its capsule's destructor frees (a deleter read from a malformed struct is never run).
-    let peeked = peek(&capsule)?;
-    // SAFETY: `capsule`, unconsumed, owns the tensor and is held meanwhile.
-    let parsed = unsafe { read_tensor(peeked.0, reported, stream)? };
-    let owner = take(&capsule, peeked)?;
+    let (owner, parsed) = read_and_take(&capsule, reported, stream)?;
     let imported = Imported::new(owner, parsed, memory);
     if imported.copied && copy == Some(false) {
         return Err(buffer_error(
@@ -1124,11 +1119,24 @@ pub(crate) fn import_numpy(obj: &Bound<'_, PyAny>) -> PyResult<Option<Imported>>
         Err(e) if crate::parse::must_propagate(py, &e) => return Err(e),
         Err(_) => return Ok(None),
     };
-    let peeked = peek(&capsule)?;
-    // SAFETY: `capsule`, unconsumed, owns the tensor and is held meanwhile.
-    let parsed = unsafe { read_tensor(peeked.0, DLDevice { device_type: device_type::CPU, device_id: 0 }, None)? };
-    let owner = take(&capsule, peeked)?;
+    let (owner, parsed) = read_and_take(&capsule, DLDevice { device_type: device_type::CPU, device_id: 0 }, None)?;
     Ok(Some(Imported::new(owner, parsed, Memory::Host)))
+}
+
+/// Reads the tensor of `capsule` (placed on `reported` by its producer) and, once it is
+/// accepted, takes it. It is read before the capsule is consumed: a tensor refused stays
+/// the producer's, which its capsule's destructor frees (a deleter read from a malformed
+/// struct is never run).
+fn read_and_take<'py>(
+    capsule: &Bound<'py, PyAny>,
+    reported: DLDevice,
+    stream: Option<Stream>,
+) -> PyResult<(Bound<'py, DLPackTensor>, Parsed)> {
+    let peeked = peek(capsule)?;
+    // SAFETY: `capsule`, unconsumed, owns the tensor and is held meanwhile; `peek` checked
+    // the pointer's alignment.
+    let parsed = unsafe { read_tensor(peeked.0, reported, stream)? };
+    Ok((take(capsule, peeked)?, parsed))
 }
 
 /// The tensor of a capsule not yet consumed, and the name that consumes it: checks the

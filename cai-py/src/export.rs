@@ -21,34 +21,25 @@ pub fn interface_dict<'py>(
     descriptor: &Descriptor,
     iface: Interface,
 ) -> PyResult<Bound<'py, PyDict>> {
-    interface_dict_with(owner, descriptor, iface, MaskSource::Owner)
+    interface_dict_with(owner, descriptor, iface, None)
 }
 
-/// What an exported dict's `mask` holds, where the descriptor has a mask.
-#[derive(Clone, Copy)]
-pub(crate) enum MaskSource<'a, 'py> {
-    /// A view of the descriptor's mask that keeps the exporting object alive.
-    Owner,
-    /// This object itself, the mask object the descriptor's mask was read from, which a
-    /// consumer reads again. (A view of the mask as read would have to keep alive what
-    /// that read kept alive, the mask's interface value included, which the mask object
-    /// alone does not.)
-    Object(&'a Bound<'py, PyAny>),
-}
-
-/// [`interface_dict`], with the mask from `mask`.
+/// [`interface_dict`], whose `mask`, where the descriptor has one, is `mask_object` when
+/// given: the object the descriptor's mask was read from, which a consumer reads again. (A
+/// view of the mask as read would have to keep alive what that read kept alive, the
+/// mask's interface value included, which the mask object alone does not.)
 pub(crate) fn interface_dict_with<'py>(
     owner: &Bound<'py, PyAny>,
     descriptor: &Descriptor,
     iface: Interface,
-    mask: MaskSource<'_, 'py>,
+    mask_object: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     // A dict of immutable values (no mask object, no descr list) is built once per
     // descriptor and copied on later exports of the same array: the copy is the caller's
     // to change. The descriptor, with its pointer and stream, is compared in full.
     let cacheable = descriptor.mask.is_none() && descriptor.descr.is_none();
     if !cacheable {
-        return build(owner, descriptor, iface, mask);
+        return build(owner, descriptor, iface, mask_object);
     }
     let py = owner.py();
     // The per-thread caches are gone while the thread's locals are torn down (a
@@ -65,7 +56,7 @@ pub(crate) fn interface_dict_with<'py>(
     // The dict being built is tracked by the collector from its first tuple on, and a
     // collection that a later allocation starts may hand it to a finalizer: the template
     // is a copy made after, taken off the collector's lists before anything else runs.
-    let template = build(owner, descriptor, iface, MaskSource::Owner)?.copy()?;
+    let template = build(owner, descriptor, iface, None)?.copy()?;
     hide(&template);
     let evicted = TEMPLATES
         .try_with(|t| {
@@ -102,7 +93,7 @@ fn build<'py>(
     owner: &Bound<'py, PyAny>,
     descriptor: &Descriptor,
     iface: Interface,
-    mask: MaskSource<'_, 'py>,
+    mask_object: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let py = owner.py();
     let dict = PyDict::new(py);
@@ -121,21 +112,16 @@ fn build<'py>(
         Some(s) if !descriptor.is_c_contiguous() => dict.set_item(intern!(py, "strides"), PyTuple::new(py, s)?)?,
         _ => dict.set_item(intern!(py, "strides"), py.None())?,
     }
-    if let Some(m) = &descriptor.mask {
-        let view_owner = match mask {
-            MaskSource::Object(object) => {
-                dict.set_item(intern!(py, "mask"), object)?;
-                None
-            }
-            MaskSource::Owner => Some(owner),
-        };
-        if let Some(view_owner) = view_owner {
+    match (&descriptor.mask, mask_object) {
+        (Some(_), Some(object)) => dict.set_item(intern!(py, "mask"), object)?,
+        (Some(m), None) => {
             let view = match iface {
-                Interface::Cuda => CudaArray::from_descriptor(view_owner, (**m).clone())?,
-                Interface::Host => HostArray::from_descriptor(view_owner, (**m).clone())?,
+                Interface::Cuda => CudaArray::from_descriptor(owner, (**m).clone())?,
+                Interface::Host => HostArray::from_descriptor(owner, (**m).clone())?,
             };
             dict.set_item(intern!(py, "mask"), view)?;
         }
+        (None, _) => {}
     }
     if iface == Interface::Cuda && version >= 3 {
         dict.set_item(intern!(py, "stream"), descriptor.stream.to_raw())?;

@@ -1023,11 +1023,11 @@ fn collect(dict: &Bound<'_, PyDict>, iface: Interface, out: &mut Vec<String>, al
         // presence still are.
         if declared.is_some() {
             // In the rules' order: the mask's, then the stream's.
-            if rules < 1 && keys.get(MASK).is_some_and(|m| !m.is_none()) {
-                out.push(Error::MaskVersion { version: rules }.to_string());
+            if keys.get(MASK).is_some_and(|m| !m.is_none()) {
+                out.extend(Descriptor::check_mask_version(rules).err().map(|e| e.to_string()));
             }
-            if let Some(value) = stream.and_then(|s| s.to_raw()).filter(|_| rules < 3) {
-                out.push(Error::StreamVersion { value, version: rules }.to_string());
+            if let Some(stream) = stream {
+                out.extend(Descriptor::check_stream_version(rules, stream).err().map(|e| e.to_string()));
             }
         }
         return Ok(());
@@ -1038,10 +1038,10 @@ fn collect(dict: &Bound<'_, PyDict>, iface: Interface, out: &mut Vec<String>, al
     let descriptor = Descriptor { shape, strides, typestr, descr, data, readonly, version: rules, mask, stream };
     let producer = iface == Interface::Cuda && declared.is_some();
     let mut problems = descriptor.problems(producer);
-    if mask_failed && declared.is_some() && rules < 1 {
+    if let (true, Some(_), Err(e)) = (mask_failed, declared, Descriptor::check_mask_version(rules)) {
         // Where the rules would have said it of a mask read: before the stream's rule.
         let at = problems.iter().position(|e| matches!(e, Error::StreamVersion { .. })).unwrap_or(problems.len());
-        problems.insert(at, Error::MaskVersion { version: rules });
+        problems.insert(at, e);
     }
     out.extend(problems.iter().map(ToString::to_string));
     Ok(())

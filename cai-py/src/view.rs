@@ -13,7 +13,7 @@ use pyo3::{PyTraverseError, PyVisit};
 
 use crate::entry::{GetterDef, MethodDef};
 use crate::error::{py_tuple, to_py_err, Problem};
-use crate::export::{descr_list, interface_dict_with, MaskSource};
+use crate::export::{descr_list, interface_dict_with};
 use crate::once::Package;
 use crate::parse::{Interface, Parsed};
 
@@ -64,8 +64,7 @@ impl Core {
     /// a consumer reads again).
     fn interface<'py>(&self, slf: &Bound<'py, PyAny>, iface: Interface) -> PyResult<Bound<'py, PyDict>> {
         let mask = self.links.mask().map(|m| m.bind(slf.py()));
-        let source = mask.map_or(MaskSource::Owner, MaskSource::Object);
-        interface_dict_with(slf, &self.export_descriptor(iface), iface, source)
+        interface_dict_with(slf, &self.export_descriptor(iface), iface, mask)
     }
 
     fn repr(&self, class: &str) -> String {
@@ -150,17 +149,15 @@ pub(crate) fn _make_view_v3<'py>(
     lifeline: &Bound<'py, PyAny>,
     version: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    // An exact int: this private factory is called by cai-py's own code, with the
-    // version it read.
+    // An int (of a subclass too, read without its code), not a bool: this private factory
+    // is called by cai-py's own code, with the version it read.
     let text = || crate::error::received(version);
-    // An int (of a subclass too, read without its code), not a bool.
     let int = version.cast::<pyo3::types::PyInt>().ok().filter(|_| !version.is_instance_of::<pyo3::types::PyBool>());
-    let version = match int.ok_or(()).map(|v| v.extract::<u64>()) {
-        Ok(Ok(v)) => v,
-        Ok(Err(_)) => {
-            return Err(Problem::value_error(format!("version: {} is not from 0 to 2**64 - 1", text()?)).into())
-        }
-        Err(_) => return Err(Problem::type_error(format!("version: expected an int, received {}", text()?)).into()),
+    let Some(int) = int else {
+        return Err(Problem::type_error(format!("version: expected an int, received {}", text()?)).into());
+    };
+    let Ok(version) = int.extract::<u64>() else {
+        return Err(Problem::value_error(format!("version: {} is not from 0 to 2**64 - 1", text()?)).into());
     };
     make_view(host_argument(host)?, interface, owner, lifeline, Some(version))
 }
@@ -257,7 +254,7 @@ impl Core {
                 let owner = self.links.owner().bind(py);
                 // The mask object itself, which the factory reads again: its view's `mask`
                 // is that object, as for a view the package makes itself.
-                let mask = self.links.mask().map(|m| m.bind(py)).map_or(MaskSource::Owner, MaskSource::Object);
+                let mask = self.links.mask().map(|m| m.bind(py));
                 let lifeline = self.links.interface().map(|v| v.bind(py).clone());
                 let host = iface == Interface::Host;
                 // The factory is whatever `cai._cai` holds, which Python code may replace

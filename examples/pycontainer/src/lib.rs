@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use cai_core::{ArrayInterface, CudaArrayInterface, StableVec};
+use cai_core::{ArrayInterface, CudaArrayInterface, PyTuple, StableVec};
 use cai_py::{Ix2, PyCudaArrayRo, PyCudaArrayRw, PyHostArrayRo, PyHostArrayRw};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use pyo3::exceptions::{PyMemoryError, PyOverflowError};
@@ -146,7 +146,7 @@ impl DeviceImage {
 fn describe(x: PyCudaArrayRo<'_, f32, Ix2>) -> String {
     let [rows, cols] = x.dims();
     let layout = if x.is_c_contiguous() { "C-contiguous" } else { "strided" };
-    format!("{rows}x{cols} f32 at 0x{:x}, {layout}, strides {} bytes", x.device_address(), py_tuple(x.strides()))
+    format!("{rows}x{cols} f32 at 0x{:x}, {layout}, strides {} bytes", x.device_address(), PyTuple(x.strides()))
 }
 
 /// Sets every element of a C-contiguous 2-d f32 device array to `value` on a stream of
@@ -156,8 +156,8 @@ fn fill(mut x: PyCudaArrayRw<'_, f32, Ix2>, value: f32) -> PyResult<()> {
     if !x.is_c_contiguous() {
         return Err(pyo3::exceptions::PyValueError::new_err(format!(
             "x: fill needs a C-contiguous array, received shape {} with strides {}",
-            py_tuple(x.shape()),
-            py_tuple(x.strides())
+            PyTuple(x.shape()),
+            PyTuple(x.strides())
         )));
     }
     let n = x.len();
@@ -186,14 +186,6 @@ fn fill(mut x: PyCudaArrayRw<'_, f32, Ix2>, value: f32) -> PyResult<()> {
         sys::cuMemsetD32Async(ptr, value.to_bits(), n, stream.cu_stream()).result().map_err(driver_error)?;
     }
     stream.synchronize().map_err(driver_error)
-}
-
-/// A shape or strides as Python prints a tuple.
-fn py_tuple<T: std::fmt::Display>(items: &[T]) -> String {
-    match items {
-        [one] => format!("({one},)"),
-        _ => format!("({})", items.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")),
-    }
 }
 
 /// Adds `by` to every element of a C-contiguous 2-d f32 host array, in place.
