@@ -24,9 +24,9 @@ use crate::typestr::{Kind, TypeStr};
 /// `#[derive(Element)]` writes a correct impl for `#[repr(C)]` records. It comes with
 /// cai-core's `derive` feature: `cai-array-core = { version = "0.1", features = ["derive"] }`.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` is not an element type: add `#[derive(Clone, Copy, Element)]` and `#[repr(C)]` to a record struct, or use a primitive",
+    message = "`{Self}` is not an element type: add `#[derive(Clone, Copy, Element)]` and `#[repr(C)]` to a record struct, or use one of the element types below",
     label = "not an `Element`",
-    note = "elements are `bool`, `i8` to `i64`, `u8` to `u64`, `f32`, `f64`, `half::f16` and `half::bf16` (feature `half`), `num_complex::Complex<f32>` and `Complex<f64>` (feature `num-complex`), and `#[derive(Element)]` records",
+    note = "elements are `bool`, `i8` to `i64`, `u8` to `u64`, `isize`, `usize`, `f32`, `f64`, `half::f16` and `half::bf16` (feature `half`), `num_complex::Complex<f32>` and `Complex<f64>` (feature `num-complex`), and `#[derive(Element)]` records",
     note = "the derives come with the `derive` feature of cai-array-core (used as `cai_core`): `cai-array-core = {{ version = \"0.1\", features = [\"derive\"] }}`"
 )]
 pub unsafe trait Element: Copy + Send + Sync + 'static {
@@ -81,8 +81,8 @@ macro_rules! native_element {
 
 native_element! {
     bool => Bool,
-    i8 => Int, i16 => Int, i32 => Int, i64 => Int,
-    u8 => UInt, u16 => UInt, u32 => UInt, u64 => UInt,
+    i8 => Int, i16 => Int, i32 => Int, i64 => Int, isize => Int,
+    u8 => UInt, u16 => UInt, u32 => UInt, u64 => UInt, usize => UInt,
     f32 => Float, f64 => Float,
 }
 
@@ -142,6 +142,10 @@ mod tests {
         check::<u64>("<u8");
         check::<f32>("<f4");
         check::<f64>("<f8");
+        if cfg!(target_pointer_width = "64") {
+            check::<isize>("<i8");
+            check::<usize>("<u8");
+        }
     }
 
     #[cfg(feature = "half")]

@@ -205,6 +205,13 @@ pub use cai_derive::ArrayInterface;
 #[cfg(feature = "derive")]
 #[doc(inline)]
 pub use cai_derive::Element;
+/// The `half` crate whose `f16` and `bf16` are elements (feature `half`): `cai_core::half::f16`.
+#[cfg(feature = "half")]
+pub use half;
+/// The `num-complex` crate whose `Complex<f32>` and `Complex<f64>` are elements (feature
+/// `num-complex`): `cai_core::num_complex::Complex<f64>`.
+#[cfg(feature = "num-complex")]
+pub use num_complex;
 pub use stable::StableVec;
 pub use stream::{Stream, StreamHandle};
 pub use typestr::{ByteOrder, DateTimeUnit, Kind, TimeUnit, TypeStr, MAX_ITEMSIZE};

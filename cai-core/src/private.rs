@@ -119,7 +119,7 @@ pub fn read_only(descriptor: Result<Descriptor>) -> Result<Descriptor> {
     message = "`{Self}` cannot be a field of a `#[derive(Element)]` record: a field is an `Element` or an array of them",
     label = "not an `Element`",
     note = "a record field of your own type needs `#[derive(Clone, Copy, Element)]` and `#[repr(C)]` on that type",
-    note = "elements are `bool`, `i8` to `i64`, `u8` to `u64`, `f32`, `f64`, `half::f16` and `half::bf16` (feature `half`), `num_complex::Complex<f32>` and `Complex<f64>` (feature `num-complex`), and `#[derive(Element)]` records"
+    note = "elements are `bool`, `i8` to `i64`, `u8` to `u64`, `isize`, `usize`, `f32`, `f64`, `half::f16` and `half::bf16` (feature `half`), `num_complex::Complex<f32>` and `Complex<f64>` (feature `num-complex`), and `#[derive(Element)]` records"
 )]
 ///
 /// # Safety
@@ -153,6 +153,21 @@ unsafe impl<T: RecordField, const N: usize> RecordField for [T; N] {
         (ty, shape)
     }
 }
+
+/// The type of a record's `#[cai(padding)]` field: bytes of any value (`u8` and arrays of
+/// them), which the descr lists as padding.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a `#[cai(padding)]` field: padding is `u8` or an array of them (`[u8; N]`)",
+    label = "not padding bytes",
+    note = "a consumer may write any byte into padding, which only bytes can hold"
+)]
+pub trait PaddingBytes: Copy + Send + Sync + 'static {
+    /// Its size, named so that generated code can require the trait.
+    const BYTES: usize = std::mem::size_of::<Self>();
+}
+
+impl PaddingBytes for u8 {}
+impl<T: PaddingBytes, const N: usize> PaddingBytes for [T; N] {}
 
 /// One field of a derived record: its name (empty for a tuple struct's field), its offset,
 /// and what [`RecordField`] says of it.

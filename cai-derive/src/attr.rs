@@ -53,6 +53,8 @@ pub(crate) struct FieldAttrs {
     /// `array` (the field is itself an array, named after the field) or `array = "name"`
     /// (the field is, or belongs to, the array `name`).
     pub(crate) array: Option<Spanned<Option<String>>>,
+    /// `padding`, on a record's field: bytes the descr lists as padding, not as a field.
+    pub(crate) padding: Option<proc_macro2::Span>,
 }
 
 /// Which derive is parsing, for the keys it accepts.
@@ -156,7 +158,24 @@ impl FieldAttrs {
         let mut out = FieldAttrs::default();
         for attr in attrs.iter().filter(|a| a.path().is_ident("cai")) {
             if which == Which::Element {
-                cx.error_spanned_by(attr, "#[derive(Element)] takes no #[cai(...)] attributes on fields");
+                let result = attr.parse_nested_meta(|meta| {
+                    let key = key_of(&meta);
+                    if key != "padding" {
+                        return unknown_key(
+                            cx,
+                            &meta,
+                            format!("unknown cai attribute `{key}` on a record's field; expected `padding`"),
+                        );
+                    }
+                    if takes_a_value(&meta) {
+                        return Err(meta.error("`padding` takes no value: it marks the field as padding bytes"));
+                    }
+                    set_once(cx, &mut out.padding, meta.path.span(), &meta, "padding");
+                    Ok(())
+                });
+                if let Err(e) = result {
+                    cx.push(e);
+                }
                 continue;
             }
             let result = attr.parse_nested_meta(|meta| {

@@ -315,5 +315,11 @@ pub(crate) fn check_record(cx: &Ctxt, input: &Input<'_>) {
             input.ident,
             "#[derive(Element)] needs at least one field: a record of no bytes has no descr",
         );
+    } else if input.fields.iter().all(|f| f.attrs.padding.is_some()) {
+        cx.error_spanned_by(
+            input.ident,
+            "#[derive(Element)] needs at least one field that is not #[cai(padding)]: a record of padding alone \
+             has no fields to export",
+        );
     }
 }

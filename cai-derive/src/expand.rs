@@ -272,9 +272,23 @@ pub(crate) fn element(input: &Input<'_>) -> TokenStream {
     let krate = krate(input);
     let mut bounds = Bounds::new(input);
     let record_field = quote!(#krate::__private::RecordField);
+    let padding_bytes = quote!(#krate::__private::PaddingBytes);
+    // Padding fields are left out of the descr, whose padding entries then cover them;
+    // their type must be bytes that any value may fill (a consumer may write them).
+    let padding: Vec<_> = input
+        .fields
+        .iter()
+        .filter(|field| field.attrs.padding.is_some())
+        .map(|field| {
+            bounds.require(field.ty, &padding_bytes);
+            let ty = field.ty;
+            quote_spanned!(ty.span()=> let _ = <#ty as #padding_bytes>::BYTES;)
+        })
+        .collect();
     let entries: Vec<_> = input
         .fields
         .iter()
+        .filter(|field| field.attrs.padding.is_none())
         .map(|field| {
             bounds.require(field.ty, &record_field);
             let (ty, member) = (field.ty, &field.member);
@@ -294,11 +308,13 @@ pub(crate) fn element(input: &Input<'_>) -> TokenStream {
         const _: () = {
             #[automatically_derived]
             // SAFETY: `TYPESTR` is `|V{size_of::<Self>()}` and `descr` lists every field at
-            // its `offset_of!` offset with its own element type, padding in between.
+            // its `offset_of!` offset with its own element type, padding in between (and
+            // over the fields marked as padding, which are bytes of any value).
             unsafe impl #impl_generics #krate::Element for #ident #ty_generics #where_clause {
                 const TYPESTR: #krate::TypeStr = #krate::TypeStr::void(::core::mem::size_of::<Self>());
 
                 fn descr() -> #krate::Descr {
+                    #(#padding)*
                     #krate::__private::record(::core::mem::size_of::<Self>(), &[#(#entries),*])
                 }
             }

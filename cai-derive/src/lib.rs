@@ -182,12 +182,17 @@ pub fn derive_array_interface(input: TokenStream) -> TokenStream {
 /// struct Name {
 ///     field: <Element>,
 ///     field: [<Element>; N],
+///     #[cai(padding)]           // optional: bytes exported as padding
+///     field: [u8; N],
 /// }
 /// ```
 ///
 /// The record's typestr is `|V{size}` and its descr lists every field at its offset, with
-/// padding entries in the gaps and at the end, as `numpy.dtype` reads it. Fields take no
-/// `#[cai(...)]` attributes; a raw name (`r#type`) is exported without its `r#`. A tuple
+/// padding entries in the gaps and at the end, as `numpy.dtype` reads it. A field marked
+/// `#[cai(padding)]` (of type `u8` or an array of them) is left out of the descr, so a
+/// padding entry covers it: declared padding has bytes Rust sets (implicit padding is
+/// uninitialised), and the descr is still that of NumPy's `align=True` dtype of the other
+/// fields. A raw name (`r#type`) is exported without its `r#`. A tuple
 /// struct's field is named `f{i}`, `i` its place in the descr, padding entries counted, as
 /// NumPy names a descr's unnamed fields: `struct Pair(u8, f32)` has fields `f0` and `f2`
 /// (NumPy names the padding between them `f1`). A named field called `f{i}` can clash

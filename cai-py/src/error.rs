@@ -46,12 +46,21 @@ pub fn driver_error(py: Python<'_>, message: impl Into<String>) -> PyErr {
     }
 }
 
+/// Whether `e` is a `cai.CudaDriverError`: of [`driver_error`]'s class (which another
+/// module built on cai-py raises too) or of this module's own. Looking the class up may
+/// import the package, whose exception, if any, is the error.
+pub(crate) fn is_driver_error(py: Python<'_>, e: &PyErr) -> PyResult<bool> {
+    Ok(e.is_instance_of::<CudaDriverError>(py) || e.is_instance(py, driver_error_class(py)?.as_any()))
+}
+
+/// [`driver_error_class`]'s class, once looked up.
+static DRIVER_ERROR_CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
 /// The class [`driver_error`] raises, looked up once. The import runs Python code (import
 /// hooks), which may raise an exception that must propagate: that is returned, and the
 /// lookup is tried again at the next error.
 fn driver_error_class(py: Python<'_>) -> PyResult<Bound<'_, PyType>> {
-    static CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-    if let Some(class) = CLASS.get(py) {
+    if let Some(class) = DRIVER_ERROR_CLASS.get(py) {
         return Ok(class.bind(py).clone());
     }
     let own = || py.get_type::<CudaDriverError>().unbind();
@@ -72,7 +81,7 @@ fn driver_error_class(py: Python<'_>) -> PyResult<Bound<'_, PyType>> {
         Package::Importing => return Ok(own().into_bound(py)),
     };
     // `own` may build the class (pyo3 makes it once), which runs no Python code.
-    let class = crate::once::keep(&CLASS, py, shared.unwrap_or_else(own))?;
+    let class = crate::once::keep(&DRIVER_ERROR_CLASS, py, shared.unwrap_or_else(own))?;
     Ok(class.bind(py).clone())
 }
 
@@ -126,6 +135,12 @@ impl From<Problem> for PyErr {
             ProblemKind::Driver => Python::attach(|py| driver_error(py, p.message)),
         }
     }
+}
+
+/// A `cai.CudaDriverError` with the text of `e` (a cudarc `DriverError`, cai-core's, ...),
+/// for `.map_err(cai_py::driver_err)` where no `Python` token is at hand.
+pub fn driver_err(e: impl std::fmt::Display) -> PyErr {
+    Python::attach(|py| driver_error(py, e.to_string()))
 }
 
 /// A cai-core error as the Python exception its kind calls for.

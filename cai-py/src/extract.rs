@@ -22,6 +22,11 @@ pub(crate) mod sealed {
 }
 
 /// A fixed or dynamic number of dimensions.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a cai_py dimension: use `cai_py::Ix1`, `cai_py::Ix2`, ... or `cai_py::IxDyn`",
+    label = "not a `cai_py::Dimension`",
+    note = "ndarray's `Ix2` and `IxDyn` share these names but are other types: import cai_py's (`use cai_py::Ix2;`) where an argument's type names them"
+)]
 pub trait Dimension: sealed::Sealed + 'static {
     /// The number of dimensions, or `None` for any.
     const NDIM: Option<usize>;
@@ -396,26 +401,39 @@ fn read_without_interface<T: Element, D: Dimension, A: Access>(
             "an object with __array_interface__, such as a NumPy array, or a DLPack producer on the CPU",
         ),
     };
+    let exports_other = |object| -> PyResult<Option<String>> {
+        Ok(parse::attribute(object, other)?
+            .map(|_| format!("it exports {}, {other_memory} memory: {way_out}", other.attribute())))
+    };
+    let wrong_kind = |hint: String| -> PyResult<PyErr> {
+        let message = format!("expected {}, received {} ({hint})", expectation::<T, D, A>(memory), received(object)?);
+        Ok(Problem::type_error(message).into())
+    };
     if crate::dlpack::offers(object)? {
-        return match crate::dlpack::import_memory(object, stream, None, memory)? {
-            Ok(imported) => checked_dlpack::<T, D, A>(object, imported, memory, lifeline),
-            Err(_) => {
-                let message = format!(
-                    "expected {}, received {} whose DLPack device is {other_memory} memory ({way_out})",
-                    expectation::<T, D, A>(memory),
-                    received(object)?
-                );
-                Err(Problem::type_error(message).into())
+        return match crate::dlpack::import_memory(object, stream, None, memory) {
+            Ok(Ok(imported)) => checked_dlpack::<T, D, A>(object, imported, memory, lifeline),
+            Ok(Err(_)) => Err(wrong_kind(format!("its DLPack device is {other_memory} memory: {way_out}"))?),
+            // A device array's `__dlpack_device__` needs the driver to tell its device
+            // (a view of cai's, say, where no driver is loaded): an object that exports
+            // `__cuda_array_interface__` is told what it is, not that the driver is missing.
+            Err(e) if memory == Memory::Host && crate::error::is_driver_error(object.py(), &e)? => {
+                match exports_other(object)? {
+                    Some(hint) => {
+                        let error = wrong_kind(hint)?;
+                        error.set_cause(object.py(), Some(e));
+                        Err(error)
+                    }
+                    None => Err(e),
+                }
             }
+            Err(e) => Err(e),
         };
     }
-    let hint = if parse::attribute(object, other)?.is_some() {
-        format!("it exports {}, {other_memory} memory: {way_out}", other.attribute())
-    } else {
-        accepted.to_owned()
+    let hint = match exports_other(object)? {
+        Some(hint) => hint,
+        None => accepted.to_owned(),
     };
-    let message = format!("expected {}, received {} ({hint})", expectation::<T, D, A>(memory), received(object)?);
-    Err(Problem::type_error(message).into())
+    Err(wrong_kind(hint)?)
 }
 
 /// Checks an array read through DLPack. A read-write argument needs a versioned capsule:
@@ -953,16 +971,20 @@ mod registry {
             let (start, end) = (bytes.start, bytes.end);
             match holds.take(frame, bytes, writable, None) {
                 Ok(id) => Ok((Some(id), spare.take())),
-                Err((other, other_writable)) => {
-                    let kinds = match (writable, other_writable) {
+                Err(other) => {
+                    let kinds = match (writable, other.writable) {
                         (true, true) => "two read-write arguments",
                         _ => "a read-write and a read-only argument",
                     };
+                    let access = if other.writable { "read-write" } else { "read-only" };
                     Err(Problem::buffer_error(format!(
-                        "data: bytes 0x{start:x}..0x{end:x} overlap bytes 0x{:x}..0x{:x} of another argument of this \
-                         call (calls made one inside another with no Python frame between, as through \
-                         functools.partial, count as one); {kinds} may not share memory",
-                        other.start, other.end
+                        "bytes 0x{start:x}..0x{end:x} overlap bytes 0x{:x}..0x{:x} of an earlier array argument of \
+                         this call ({access}, the {} that reaches memory); {kinds} may not share memory (a call made \
+                         from another with no Python frame between, as through functools.partial, counts as that \
+                         call)",
+                        other.bytes.start,
+                        other.bytes.end,
+                        ordinal(other.earlier + 1)
                     )))
                 }
             }
@@ -976,6 +998,25 @@ mod registry {
             )
             .into()),
         }
+    }
+
+    /// `n` as an English ordinal: 1st, 2nd, 3rd, 4th, ..., 11th, 21st.
+    fn ordinal(n: usize) -> String {
+        let suffix = match (n % 10, n % 100) {
+            (_, 11..=13) => "th",
+            (1, _) => "st",
+            (2, _) => "nd",
+            (3, _) => "rd",
+            _ => "th",
+        };
+        format!("{n}{suffix}")
+    }
+
+    #[cfg(test)]
+    #[test]
+    fn ordinals() {
+        let words: Vec<_> = [1, 2, 3, 4, 11, 12, 13, 21, 22, 103, 111].into_iter().map(ordinal).collect();
+        assert_eq!(words, ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "103rd", "111th"]);
     }
 
     /// Removes entry `id` and keeps `spare` as the thread's spare box (when it has none).

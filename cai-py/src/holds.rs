@@ -18,21 +18,31 @@ struct Hold<S> {
     writable: bool,
 }
 
+/// The hold a new one conflicts with.
+pub(crate) struct Clash {
+    /// Its bytes.
+    pub(crate) bytes: Range<usize>,
+    /// Whether it is for writing.
+    pub(crate) writable: bool,
+    /// How many holds of its scope were taken before it and are still held.
+    pub(crate) earlier: usize,
+}
+
 impl<S: PartialEq> Holds<S> {
     pub(crate) const fn new() -> Holds<S> {
         Holds { next: 0, held: Vec::new() }
     }
 
     /// Holds `bytes` in `scope` (`writable`: for writing) in place of `replacing` (the same
-    /// borrower's hold, if any), and returns the new hold's id; or the bytes and the
-    /// access of the hold it conflicts with, holding nothing.
+    /// borrower's hold, if any), and returns the new hold's id; or the hold it conflicts
+    /// with, holding nothing.
     pub(crate) fn take(
         &mut self,
         scope: S,
         bytes: Range<usize>,
         writable: bool,
         replacing: Option<u64>,
-    ) -> Result<u64, (Range<usize>, bool)> {
+    ) -> Result<u64, Clash> {
         let clash = self.held.iter().find(|h| {
             Some(h.id) != replacing
                 && h.scope == scope
@@ -41,7 +51,8 @@ impl<S: PartialEq> Holds<S> {
                 && (writable || h.writable)
         });
         if let Some(other) = clash {
-            return Err((other.bytes.clone(), other.writable));
+            let earlier = self.held.iter().filter(|h| h.scope == other.scope && h.id < other.id).count();
+            return Err(Clash { bytes: other.bytes.clone(), writable: other.writable, earlier });
         }
         if let Some(id) = replacing {
             self.give_back(id);

@@ -136,9 +136,9 @@ mod slices {
     ) -> u64 {
         match held().take((), start..end, exclusive, (previous != 0).then_some(previous)) {
             Ok(id) => id,
-            Err((bytes, _)) => {
+            Err(clash) => {
                 // SAFETY: as the caller promises.
-                unsafe { other.write([bytes.start, bytes.end]) };
+                unsafe { other.write([clash.bytes.start, clash.bytes.end]) };
                 0
             }
         }

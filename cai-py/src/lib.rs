@@ -95,7 +95,7 @@ pub use config::ExportOptions;
 #[cfg(feature = "driver")]
 pub use cudarc_view::CudaForeign;
 pub use dlpack::DLPackTensor;
-pub use error::{driver_error, to_py_err, CudaDriverError};
+pub use error::{driver_err, driver_error, to_py_err, CudaDriverError};
 pub use export::interface_dict;
 pub use extract::{
     Access, Dimension, Ix, Ix0, Ix1, Ix2, Ix3, Ix4, Ix5, Ix6, IxDyn, PyCudaArray, PyCudaArrayRo, PyCudaArrayRw,
@@ -104,6 +104,10 @@ pub use extract::{
 #[cfg(feature = "ndarray")]
 pub use host::NdDimension;
 pub use host::{PyHostArray, PyHostArrayRo, PyHostArrayRw};
+/// The `ndarray` crate whose views `as_array()` returns (feature `ndarray`), so that a user
+/// names the same version: `cai_py::ndarray::ArrayView2<f64>`.
+#[cfg(feature = "ndarray")]
+pub use ndarray;
 pub use parse::Interface;
 pub use sync::ConsumerStream;
 pub use view::{CudaArray, HostArray};

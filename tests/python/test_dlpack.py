@@ -981,7 +981,7 @@ def test_an_extractor_reads_a_dlpack_only_producer():
     only_dlpack = type("OnlyDLPack", (), {"__dlpack__": view.__dlpack__, "__dlpack_device__": view.__dlpack_device__})()
     assert fx.describe_f32(only_dlpack)[:3] == (PTR, [3, 4], [16, 4])
     host_only = fx.HostMatrix(2, 2)
-    with pytest.raises(TypeError, match="whose DLPack device is host memory"):
+    with pytest.raises(TypeError, match="its DLPack device is host memory"):
         fx.describe_f32(host_only)
 
 

@@ -61,6 +61,32 @@ def test_records_match_rust_layout():
         a["alive"][2] = 2
 
 
+def test_declared_padding_matches_numpys_aligned_dtype():
+    aligned = np.dtype([("value", "<f4"), ("ok", "?")], align=True)
+    flagged = fx.FlaggedValues(4)
+    assert flagged.__array_interface__["descr"] == np.zeros(1, aligned).__array_interface__["descr"]
+    assert aligned.descr == [("value", "<f4"), ("ok", "|b1"), ("", "|V3")]
+    # NumPy reads that descr as it reads its own aligned arrays' (naming the padding f2).
+    a = np.asarray(flagged)
+    numpys_own = type("Own", (), {"__array_interface__": np.zeros(1, aligned).__array_interface__})()
+    assert a.dtype == np.asarray(numpys_own).dtype
+    assert a["value"].tolist() == [0.0, 1.0, 2.0, 3.0] and a["ok"].tolist() == [True, False, True, False]
+    # The padding bytes are the Rust field's, set to 0.
+    assert a.view(np.uint8).reshape(4, 8)[:, 5:].tolist() == [[0, 0, 0]] * 4
+    # NumPy's own aligned arrays are read as the same records, the other way.
+    b = np.zeros(3, aligned)
+    b["value"] = [1.5, 2.5, 3.5]
+    b["ok"] = [False, True, True]
+    assert fx.host_flagged(b) == [(1.5, False), (2.5, True), (3.5, True)]
+    assert fx.host_flagged(a) == [(0.0, True), (1.0, False), (2.0, True), (3.0, False)]
+    # Unaligned, the same fields are another record; so is a named field where the
+    # record has padding.
+    with pytest.raises(TypeError, match=r"received a writable array of '\|V5'.*wrong element type"):
+        fx.host_flagged(np.zeros(3, np.dtype([("value", "<f4"), ("ok", "?")])))
+    with pytest.raises(TypeError, match=r"record layout .*\('spare', '\|u1', \(3,\)\)"):
+        fx.host_flagged(np.zeros(3, np.dtype([("value", "<f4"), ("ok", "?"), ("spare", "u1", (3,))])))
+
+
 def test_empty_host_arrays():
     a = np.asarray(fx.HostMatrix(0, 4))
     assert a.shape == (0, 4) and a.size == 0

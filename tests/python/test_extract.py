@@ -98,10 +98,21 @@ def test_overlapping_read_write_arguments_are_refused():
     whole = Producer(cai_dict(shape=(8,)))
     tail = Producer(cai_dict(shape=(4,), ptr=PTR + 16))
     elsewhere = Producer(cai_dict(shape=(8,), ptr=PTR + 4096))
-    with pytest.raises(BufferError, match="overlap .* a read-write and a read-only argument may not share memory"):
+    with pytest.raises(
+        BufferError,
+        match=rf"^bytes 0x{PTR + 16:x}..0x{PTR + 32:x} overlap bytes 0x{PTR:x}..0x{PTR + 32:x} of an earlier array "
+        r"argument of this call \(read-write, the 1st that reaches memory\); a read-write and a read-only argument "
+        r"may not share memory",
+    ):
         fx.add_into(whole, tail)
-    with pytest.raises(BufferError, match="overlap"):
+    with pytest.raises(BufferError, match=r"overlap .*\(read-write, the 1st .*a read-write and a read-only argument"):
         fx.add_into(whole, whole)
+    # Empty arrays take no memory, so they are not counted.
+    empty = Producer(cai_dict(shape=(0,), ptr=0))
+    with pytest.raises(BufferError, match=r"of an earlier array argument of this call \(read-only, the 1st that"):
+        fx.add_into_three(empty, whole, whole)
+    with pytest.raises(BufferError, match=r"of an earlier array argument of this call \(read-only, the 2nd that"):
+        fx.add_into_three(elsewhere, tail, whole)
     assert fx.add_into(whole, elsewhere) == (8, 8)
     # Two read-only arguments may overlap.
     assert fx.sum_lengths(whole, tail) == 12
@@ -137,8 +148,9 @@ def test_a_call_is_told_by_the_python_frame_it_is_made_from():
 
     with pytest.raises(
         BufferError,
-        match=r"overlap .* of another argument of this call \(calls made one inside another with no Python frame "
-        r"between, as through functools.partial, count as one\); two read-write arguments",
+        match=r"overlap .* of an earlier array argument of this call .*two read-write arguments may not share "
+        r"memory \(a call made from another with no Python frame between, as through functools.partial, counts as "
+        r"that call\)",
     ):
         fx.add_into(out, ThroughC())
 

@@ -110,6 +110,23 @@ def test_device_memory_is_refused_with_the_way_out():
     assert not DeviceDLPack.called
 
 
+def test_a_device_view_is_refused_as_device_memory_where_its_device_cannot_be_told():
+    # A cai.CudaArray has both protocols; its __dlpack_device__ asks the driver which
+    # device holds the pointer. Without a driver, the argument is still device memory.
+    if cai.cuda_driver_present():
+        pytest.skip("needs a machine without the CUDA driver (with one, the pointer check answers)")
+    before = cai.configure()
+    try:
+        cai.configure(check_pointers=False)
+        view = cai.as_cuda_array(Producer(cai_dict(shape=(3,), typestr="<f8")))
+        cai.configure(check_pointers=True)
+        with pytest.raises(TypeError, match=r"CudaArray.*it exports __cuda_array_interface__, CUDA memory: take it with a device array argument") as caught:
+            fx.host_sum(view)
+        assert type(caught.value.__cause__) is cai.CudaDriverError
+    finally:
+        cai.configure(**before)
+
+
 def test_a_slice_needs_c_order_and_says_so():
     x = np.arange(6, dtype=np.float64)
     with pytest.raises(ValueError, match=r"as_slice: the <f8 array of shape \(3,\) with strides \(16,\) .*not C-contiguous"):

@@ -3,8 +3,8 @@
 use std::mem::{offset_of, size_of};
 
 use cai_core::{
-    ArrayInterface, CudaArrayInterface, Descr, Element, Error, Field, FieldType, NamedArrays, NamedCudaArrays,
-    RawDeviceBuffer, Stream, StreamHandle, TypeStr,
+    bool_bytes, ArrayInterface, CudaArrayInterface, Descr, Element, Error, Field, FieldType, NamedArrays,
+    NamedCudaArrays, RawDeviceBuffer, Stream, StreamHandle, TypeStr,
 };
 
 const DEVICE: usize = 0x7f00_0000_0000;
@@ -431,6 +431,34 @@ fn records_match_rust_layout() {
     assert_eq!(Keyworded::descr().to_string(), "[('type', '|u1'), ('', '|V3'), ('match', '<f4')]");
     assert_eq!(Generic::<f64>::descr().to_string(), "[('tag', '|u1'), ('', '|V7'), ('value', '<f8')]");
     assert_eq!(Generic::<[u16; 2]>::TYPESTR, TypeStr::void(6));
+}
+
+/// NumPy's `align=True` layout of `[('value', '<f4'), ('ok', '?')]`, its padding declared
+/// (so that its bytes are set) and exported as padding.
+#[derive(Clone, Copy, Element)]
+#[repr(C)]
+struct Flagged {
+    value: f32,
+    ok: bool,
+    #[cai(padding)]
+    _pad: [u8; 3],
+}
+
+/// Padding fields in a tuple struct, one of them generic, and two of them side by side.
+#[derive(Clone, Copy, Element)]
+#[repr(C)]
+struct Spaced<P: Copy>(u8, #[cai(padding)] u8, #[cai(padding)] P, f32);
+
+#[test]
+fn padding_fields_are_exported_as_padding() {
+    assert_eq!(Flagged::descr().to_string(), "[('value', '<f4'), ('ok', '|b1'), ('', '|V3')]");
+    assert_eq!(Flagged::TYPESTR, TypeStr::void(8));
+    // NumPy names a tuple struct's fields by their place, padding counted: f0 and f2.
+    let spaced = Spaced::<[u8; 2]>::descr();
+    assert_eq!(spaced.to_string(), "[('f0', '|u1'), ('', '|V3'), ('f2', '<f4')]");
+    assert_eq!(spaced.layout().unwrap()[1].offset, offset_of!(Spaced<[u8; 2]>, 3), "layouts list fields, not padding");
+    // The bool's byte is still checked; the padding bytes are not.
+    assert_eq!(bool_bytes::<Flagged>(), [4]);
 }
 
 #[derive(ArrayInterface)]

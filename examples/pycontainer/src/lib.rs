@@ -86,21 +86,17 @@ fn no_memory(rows: usize, cols: usize, e: std::collections::TryReserveError) -> 
     PyMemoryError::new_err(format!("no memory for a {rows} x {cols} image of f32: {e}"))
 }
 
-fn driver_error(e: impl std::fmt::Display) -> PyErr {
-    Python::attach(|py| cai_py::driver_error(py, e.to_string()))
-}
-
 /// cudarc's context of device `device`'s primary context. Fails cleanly without a usable
 /// driver.
 fn context(device: i32) -> PyResult<Arc<CudaContext>> {
-    cai_core::cuda::cudarc_context(device).map_err(driver_error)
+    cai_core::cuda::cudarc_context(device).map_err(cai_py::driver_err)
 }
 
 /// A new stream of `ctx`, after the work queued so far on its legacy default stream.
 /// (cudarc's `new_stream` would synchronize the whole context for its first stream: a host
 /// wait, which also breaks a graph capture under way.)
 fn new_stream(ctx: &Arc<CudaContext>) -> PyResult<Arc<CudaStream>> {
-    cai_core::cuda::cudarc_stream_after(ctx, cai_core::Stream::LegacyDefault).map_err(driver_error)
+    cai_core::cuda::cudarc_stream_after(ctx, cai_core::Stream::LegacyDefault).map_err(cai_py::driver_err)
 }
 
 /// A `rows` x `cols` image of f32 in device memory, on a stream of its own.
@@ -127,7 +123,7 @@ impl DeviceImage {
         let _keep = cai_core::cuda::KeepCurrent::new();
         let stream = new_stream(&context(0)?)?;
         // The export describes `shape`: an empty one reaches no byte of the one element.
-        let pixels = stream.alloc_zeros::<f32>(n.max(1)).map_err(driver_error)?;
+        let pixels = stream.alloc_zeros::<f32>(n.max(1)).map_err(cai_py::driver_err)?;
         Ok(DeviceImage { pixels, shape: [rows, cols], stream })
     }
 
@@ -137,7 +133,7 @@ impl DeviceImage {
             return Ok(Vec::new());
         }
         let _keep = cai_core::cuda::KeepCurrent::new();
-        self.stream.clone_dtoh(&self.pixels).map_err(driver_error)
+        self.stream.clone_dtoh(&self.pixels).map_err(cai_py::driver_err)
     }
 }
 
@@ -167,7 +163,7 @@ fn fill(mut x: PyCudaArrayRw<'_, f32, Ix2>, value: f32) -> PyResult<()> {
     let _keep = cai_core::cuda::KeepCurrent::new();
     // A stream of the context of the memory's device (the extractor refused memory of
     // another device than the current one).
-    let Some(info) = cai_core::cuda::pointer_info(x.device_address()).map_err(driver_error)? else {
+    let Some(info) = cai_core::cuda::pointer_info(x.device_address()).map_err(cai_py::driver_err)? else {
         return Err(pyo3::exceptions::PyValueError::new_err(format!(
             "x: pointer 0x{:x} is not memory the CUDA driver knows",
             x.device_address()
@@ -177,15 +173,15 @@ fn fill(mut x: PyCudaArrayRw<'_, f32, Ix2>, value: f32) -> PyResult<()> {
     // `stream` waits for the producer's pending work before the memset runs.
     let ptr = x.as_mut_ptr_on(&stream)? as cudarc::driver::sys::CUdeviceptr;
     // The memset runs in the current context, which must be the stream's.
-    stream.context().bind_to_thread().map_err(driver_error)?;
+    stream.context().bind_to_thread().map_err(cai_py::driver_err)?;
     // SAFETY: `x` is a writable f32 array of `n` elements, C-contiguous (checked above),
     // at a pointer aligned for f32 (the extractor checked), on the device of `stream`'s
     // context; the extractor keeps its producer alive until this call returns.
     unsafe {
         use cudarc::driver::sys;
-        sys::cuMemsetD32Async(ptr, value.to_bits(), n, stream.cu_stream()).result().map_err(driver_error)?;
+        sys::cuMemsetD32Async(ptr, value.to_bits(), n, stream.cu_stream()).result().map_err(cai_py::driver_err)?;
     }
-    stream.synchronize().map_err(driver_error)
+    stream.synchronize().map_err(cai_py::driver_err)
 }
 
 /// Adds `by` to every element of a C-contiguous 2-d f32 host array, in place.

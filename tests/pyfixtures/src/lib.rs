@@ -197,6 +197,40 @@ impl Particles {
     }
 }
 
+/// NumPy's `align=True` layout of `[('value', '<f4'), ('ok', '?')]`, its padding a field
+/// of its own (so its bytes are set) exported as padding.
+#[derive(Clone, Copy, Debug, Element)]
+#[repr(C)]
+struct Flagged {
+    value: f32,
+    ok: bool,
+    #[cai(padding)]
+    _pad: [u8; 3],
+}
+
+/// `n` flagged values (`value` = i, `ok` for even i), exported through `__array_interface__`.
+#[pyclass]
+#[derive(ArrayInterface)]
+struct FlaggedValues {
+    #[cai(data)]
+    items: Vec<Flagged>,
+}
+
+#[cai_py::export(host)]
+#[pymethods]
+impl FlaggedValues {
+    #[new]
+    fn new(n: usize) -> PyResult<Self> {
+        Ok(FlaggedValues { items: filled(n, |i| Flagged { value: i as f32, ok: i % 2 == 0, _pad: [0; 3] })? })
+    }
+}
+
+/// `(value, ok)` of each record of an array of [`Flagged`], as Rust reads it.
+#[pyfunction]
+fn host_flagged(x: PyHostArrayRo<'_, Flagged, Ix1>) -> PyResult<Vec<(f32, bool)>> {
+    Ok(x.as_slice()?.iter().map(|f| (f.value, f.ok)).collect())
+}
+
 /// A host vector that grows in Rust while Python views it (a `StableVec`).
 #[pyclass]
 #[derive(ArrayInterface)]
@@ -722,6 +756,12 @@ fn add_into(out: PyCudaArrayRw<'_, f32, IxDyn>, a: PyCudaArrayRo<'_, f32, IxDyn>
     (out.len(), a.len())
 }
 
+/// Two read-only arguments and a read-write one, for the overlap message's count.
+#[pyfunction]
+fn add_into_three(a: PyCudaArrayRo<'_, f32>, b: PyCudaArrayRo<'_, f32>, out: PyCudaArrayRw<'_, f32>) -> usize {
+    a.len() + b.len() + out.len()
+}
+
 /// Two read-only arguments: overlapping is fine.
 #[pyfunction]
 fn sum_lengths(a: PyCudaArrayRo<'_, f32>, b: PyCudaArrayRo<'_, f32>) -> usize {
@@ -1022,6 +1062,9 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<FrozenVector>()?;
     m.add_class::<AlignedVector>()?;
     m.add_class::<Particles>()?;
+    m.add_class::<FlaggedValues>()?;
+    m.add_function(wrap_pyfunction!(host_flagged, m)?)?;
+    m.add_function(wrap_pyfunction!(add_into_three, m)?)?;
     m.add_class::<HostCloud>()?;
     m.add_class::<no_prelude::Keywords>()?;
     m.add_class::<GrowingVector>()?;
