@@ -161,13 +161,22 @@ unsafe impl<T: RecordField, const N: usize> RecordField for [T; N] {
     label = "not padding bytes",
     note = "a consumer may write any byte into padding, which only bytes can hold"
 )]
-pub trait PaddingBytes: Copy + Send + Sync + 'static {
+///
+/// # Safety
+///
+/// Every bit pattern of the type's size is a valid value: the derived [`Element`] leaves
+/// its bytes out of the descr (so no check reads them, as `bool`s are checked) and exports
+/// them writable. Only the impls here exist; the trait is for generated code, not to be
+/// implemented by hand.
+pub unsafe trait PaddingBytes: Copy + Send + Sync + 'static {
     /// Its size, named so that generated code can require the trait.
     const BYTES: usize = std::mem::size_of::<Self>();
 }
 
-impl PaddingBytes for u8 {}
-impl<T: PaddingBytes, const N: usize> PaddingBytes for [T; N] {}
+// SAFETY: any byte is a valid `u8`.
+unsafe impl PaddingBytes for u8 {}
+// SAFETY: an array of `N` values of which every bit pattern is valid, with no padding.
+unsafe impl<T: PaddingBytes, const N: usize> PaddingBytes for [T; N] {}
 
 /// One field of a derived record: its name (empty for a tuple struct's field), its offset,
 /// and what [`RecordField`] says of it.

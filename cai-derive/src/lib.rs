@@ -198,8 +198,9 @@ pub fn derive_array_interface(input: TokenStream) -> TokenStream {
 /// (NumPy names the padding between them `f1`). A named field called `f{i}` can clash
 /// with NumPy's name for padding at place `i` (`struct S { a: u8, f1: f32 }`), and NumPy
 /// then refuses the dtype: give padded records other names. A generic record needs no
-/// bound of its own: `Pair<T>` is an `Element` wherever `T` is one (or an array of them),
-/// and `Pair<char>` is an error that names `char`.
+/// bound of its own: `Pair<T>` is an `Element` wherever `T` is one (or an array of them;
+/// for a padding field, wherever `T` is padding bytes), and `Pair<char>` is an error that
+/// names `char`.
 #[proc_macro_derive(Element, attributes(cai))]
 pub fn derive_element(input: TokenStream) -> TokenStream {
     element(parse_macro_input!(input as DeriveInput)).into()

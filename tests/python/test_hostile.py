@@ -541,6 +541,34 @@ def test_exceptions_that_are_not_ordinary_propagate_unchanged(exc, where):
     assert set(out.values()) == {f"{exc}:boom"}, out
 
 
+@pytest.mark.parametrize("exc", ["KeyboardInterrupt", "SystemExit", "MemoryError"])
+def test_a_dlpack_device_that_raises_propagates_from_a_host_extractor(exc):
+    # The host extractor asks whether a failed DLPack read was a driver error, which may
+    # import the cai package: an import that raises must not replace the producer's own.
+    out = results(
+        f"""
+        import builtins
+        class Producer:
+            def __dlpack__(self, **kwargs): raise RuntimeError("not reached")
+            def __dlpack_device__(self): raise {exc}("mine")
+        real = builtins.__import__
+        def hook(name, *args, **kwargs):
+            if name == "cai":
+                raise SystemExit("the import hook's")
+            return real(name, *args, **kwargs)
+        builtins.__import__ = hook
+        try:
+            fx.host_sum(Producer())
+            out = "no exception"
+        except BaseException as e:
+            out = type(e).__name__ + ":" + str(e)
+        builtins.__import__ = real
+        print({{"out": out}})
+        """
+    )
+    assert out == {"out": f"{exc}:mine"}
+
+
 # -- validate's contract -----------------------------------------------------------------------------
 
 
