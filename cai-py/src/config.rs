@@ -148,7 +148,8 @@ fn shared(py: Python<'_>) -> PyResult<&'static Shared> {
 }
 
 /// The address of the shared options, the `cai` package's or else `OWN`, and whether the
-/// choice lasts (not while the package's module is still being executed). The import
+/// choice lasts (not while the package's module is still being executed, nor after an
+/// import that failed for a reason other than the package's absence). The import
 /// runs Python code (import hooks, finalizers), which may configure cai itself or wait
 /// for a thread that does; an exception that must propagate does, and nothing is chosen.
 /// (`PyCapsule_Import` would turn a `KeyboardInterrupt` into an `ImportError`.)
@@ -158,7 +159,7 @@ fn choose(py: Python<'_>) -> PyResult<(usize, bool)> {
     let capsule = match crate::once::package_attr(py, "_config_v1")? {
         Package::Found(capsule) => capsule,
         Package::Missing => return Ok((own, true)),
-        Package::Importing => return Ok((own, false)),
+        Package::NotNow => return Ok((own, false)),
     };
     let pointer = capsule.cast_into::<PyCapsule>().map_err(PyErr::from).and_then(|c| c.pointer_checked(Some(CAPSULE)));
     match pointer {

@@ -78,12 +78,14 @@ fn driver_error_class(py: Python<'_>) -> PyResult<Bound<'_, PyType>> {
             match class {
                 Ok(class) => class.map(Bound::unbind),
                 Err(e) if crate::parse::must_propagate(py, &e) => return Err(e),
-                Err(_) => None,
+                // A check that raised (a metaclass's): this module's class, this time.
+                Err(_) => return Ok(own().into_bound(py)),
             }
         }
         Package::Missing => None,
-        // The package's module is still being executed: this module's class, this time.
-        Package::Importing => return Ok(own().into_bound(py)),
+        // The package's module is still being executed, or could not be read for now:
+        // this module's class, this time.
+        Package::NotNow => return Ok(own().into_bound(py)),
     };
     // `own` may build the class (pyo3 makes it once), which runs no Python code.
     let class = crate::once::keep(&DRIVER_ERROR_CLASS, py, shared.unwrap_or_else(own))?;

@@ -8,7 +8,7 @@
 //! cell held, and the first value stored wins; an error is returned and nothing is kept,
 //! so the next call tries again.
 
-use pyo3::exceptions::PySystemError;
+use pyo3::exceptions::{PyModuleNotFoundError, PySystemError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 
@@ -47,17 +47,19 @@ pub(crate) fn keep<'a, T>(cell: &'a PyOnceLock<T>, py: Python<'_>, value: T) -> 
 pub(crate) enum Package<'py> {
     /// `cai._cai.<name>`.
     Found(Bound<'py, PyAny>),
-    /// The package cannot be imported, or lacks the attribute: lasting, so the caller
-    /// keeps its own fallback for good.
+    /// The package is not installed (`ModuleNotFoundError`), or lacks the attribute (an
+    /// older package): lasting, so the caller keeps its own fallback for good.
     Missing,
-    /// The package's module is being executed (an import hook or a finalizer called in
-    /// mid-import) and has no such attribute yet: the fallback serves this call only, and
-    /// the next call looks again.
-    Importing,
+    /// Not now: the package's module is being executed (an import hook or a finalizer
+    /// called in mid-import) and has no such attribute yet, or importing or reading it
+    /// raised an exception other than its absence (an import hook's, a module
+    /// `__getattr__`'s). The fallback serves this call only, and the next call looks again.
+    NotNow,
 }
 
 /// Looks `cai._cai.<name>` up. Importing runs Python code; an exception that must
-/// propagate does, any other means [`Package::Missing`].
+/// propagate does, and any other is [`Package::NotNow`] unless it says that the package
+/// is not installed.
 ///
 /// The package is imported, and its extension module read as its attribute: importing
 /// `cai._cai` by name takes the submodule's import lock before the package's, the
@@ -71,7 +73,8 @@ pub(crate) fn package_attr<'py>(py: Python<'py>, name: &str) -> PyResult<Package
     let package = match py.import("cai") {
         Ok(package) => package,
         Err(e) if crate::parse::must_propagate(py, &e) => return Err(e),
-        Err(_) => return Ok(Package::Missing),
+        Err(e) if e.is_instance_of::<PyModuleNotFoundError>(py) => return Ok(Package::Missing),
+        Err(_) => return Ok(Package::NotNow),
     };
     let found = package.getattr_opt("_cai").and_then(|module| match module {
         Some(module) => module.getattr_opt(name),
@@ -80,7 +83,8 @@ pub(crate) fn package_attr<'py>(py: Python<'py>, name: &str) -> PyResult<Package
     match found {
         Ok(Some(value)) => return Ok(Package::Found(value)),
         Err(e) if crate::parse::must_propagate(py, &e) => return Err(e),
-        Ok(None) | Err(_) => {}
+        Err(_) => return Ok(Package::NotNow),
+        Ok(None) => {}
     }
     // importlib sets `__spec__._initializing` while it executes a module: while the
     // package's `__init__` runs (and the extension module it imports), what it will
@@ -93,8 +97,9 @@ pub(crate) fn package_attr<'py>(py: Python<'py>, name: &str) -> PyResult<Package
         })
         .and_then(|flag| flag.map_or(Ok(false), |f| f.is_truthy()));
     match initializing {
-        Ok(true) => Ok(Package::Importing),
+        Ok(true) => Ok(Package::NotNow),
         Err(e) if crate::parse::must_propagate(py, &e) => Err(e),
-        Ok(false) | Err(_) => Ok(Package::Missing),
+        Err(_) => Ok(Package::NotNow),
+        Ok(false) => Ok(Package::Missing),
     }
 }

@@ -108,11 +108,13 @@ fn factory(py: Python<'_>) -> PyResult<Option<(Bound<'_, PyAny>, bool)>> {
             other => (other, true),
         };
         let found = match found {
-            Package::Found(f) => Some((f.unbind(), takes_version)),
-            Package::Missing => None,
-            // The package's module is still being executed: this module's classes, this
-            // time (complete, but not renamed, since the next call looks again).
-            Package::Importing => {
+            // A factory that cannot be called is one of no package cai knows.
+            Package::Found(f) if f.is_callable() => Some((f.unbind(), takes_version)),
+            Package::Found(_) | Package::Missing => None,
+            // The package's module is still being executed, or its import failed for now:
+            // this module's classes, this time (complete, but not renamed, since the next
+            // call looks again).
+            Package::NotNow => {
                 install_methods(py)?;
                 return Ok(None);
             }

@@ -1298,6 +1298,34 @@ def test_an_interrupt_in_an_import_cai_makes_on_first_use_propagates(call):
     assert out == {"first": "KeyboardInterrupt", "again": again}
 
 
+def test_a_first_look_at_the_package_that_fails_for_now_is_not_kept():
+    # An ordinary exception from the import (an import hook's) is not the package's
+    # absence: the module uses its own options and classes for that call, and the next
+    # call finds the package's.
+    out = results(
+        HOOKED
+        + textwrap.dedent(
+            """
+        import numpy as np
+        def transient():
+            raise ValueError("not now")
+        hooked(("cai",), transient)
+        d = {"shape": (4,), "typestr": "<f4", "data": (PTR, False), "version": 3, "stream": 7}
+        first = [outcome(lambda: fx.describe_f32(P())), isinstance(fx.rust_as_array(np.zeros(3)), cai.HostArray)]
+        builtins.__import__ = real_import
+        cai.configure(import_sync="wait")
+        try:
+            fx.describe_f32(P())
+            then = "returned"
+        except Exception as e:
+            then = [type(e).__name__, isinstance(e, cai.CudaDriverError)]
+        print({"first": first, "then": then, "view": isinstance(fx.rust_as_array(np.zeros(3)), cai.HostArray)})
+        """
+        )
+    )
+    assert out == {"first": ["ok", False], "then": ["CudaDriverError", True], "view": True}
+
+
 @pytest.mark.parametrize(
     "names,inner,outer,expected",
     [
