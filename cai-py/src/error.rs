@@ -51,8 +51,9 @@ pub fn driver_error(py: Python<'_>, message: impl Into<String>) -> PyErr {
 /// import the package, whose exception, if any, is the error.
 pub(crate) fn is_driver_error(py: Python<'_>, e: &PyErr) -> PyResult<bool> {
     // Every driver error is a RuntimeError: any other exception (a KeyboardInterrupt, say)
-    // is not one, and must not be replaced by what looking the class up raises.
-    if !e.is_instance_of::<PyRuntimeError>(py) {
+    // is not one, and neither it nor a RecursionError may be replaced by what looking the
+    // class up raises.
+    if !e.is_instance_of::<PyRuntimeError>(py) || crate::parse::must_propagate(py, e) {
         return Ok(false);
     }
     Ok(e.is_instance_of::<CudaDriverError>(py) || e.is_instance(py, driver_error_class(py)?.as_any()))

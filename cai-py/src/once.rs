@@ -11,6 +11,7 @@
 use pyo3::exceptions::{PyModuleNotFoundError, PySystemError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
+use pyo3::types::PyString;
 
 /// The value of `cell`, made by `make` when there is none yet (see the module's text).
 #[inline]
@@ -47,19 +48,70 @@ pub(crate) fn keep<'a, T>(cell: &'a PyOnceLock<T>, py: Python<'_>, value: T) -> 
 pub(crate) enum Package<'py> {
     /// `cai._cai.<name>`.
     Found(Bound<'py, PyAny>),
-    /// The package is not installed (`ModuleNotFoundError`), or lacks the attribute (an
-    /// older package): lasting, so the caller keeps its own fallback for good.
+    /// The package is not installed (a `ModuleNotFoundError` for `cai`), lacks the
+    /// attribute (an older package), or failed [`MAX_FAILED_LOOKUPS`] times: lasting, so
+    /// the caller keeps its own fallback for good.
     Missing,
     /// Not now: the package's module is being executed (an import hook or a finalizer
-    /// called in mid-import) and has no such attribute yet, or importing or reading it
-    /// raised an exception other than its absence (an import hook's, a module
-    /// `__getattr__`'s). The fallback serves this call only, and the next call looks again.
+    /// called in mid-import) and has no such attribute yet; importing or reading it raised
+    /// another exception (an import hook's, a module `__getattr__`'s); or this thread is
+    /// already looking a value up (code the lookup ran called cai again). The fallback
+    /// serves this call only, and the next call looks again.
     NotNow,
+}
+
+/// How many lookups may fail with an exception (a package whose import always fails, an
+/// import hook that refuses it) before the package counts as missing for good: each
+/// failed lookup runs the import again.
+pub(crate) const MAX_FAILED_LOOKUPS: u32 = 4;
+
+static FAILED_LOOKUPS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+thread_local! {
+    /// Whether this thread is in [`package_attr`].
+    static LOOKING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// This thread's lookup, ended on drop.
+struct Looking(());
+
+impl Drop for Looking {
+    fn drop(&mut self) {
+        LOOKING.with(|l| l.set(false));
+    }
+}
+
+/// [`Package::NotNow`] for a lookup that raised, or [`Package::Missing`] once too many
+/// have.
+fn failed<'py>() -> Package<'py> {
+    use std::sync::atomic::Ordering;
+    if FAILED_LOOKUPS.fetch_add(1, Ordering::Relaxed) + 1 >= MAX_FAILED_LOOKUPS {
+        Package::Missing
+    } else {
+        Package::NotNow
+    }
+}
+
+/// Whether `e`, raised by `import cai`, says that the package is not installed: a
+/// `ModuleNotFoundError` for `cai` itself (not for a module that an import hook or the
+/// package's own code imports).
+fn not_installed(py: Python<'_>, e: &PyErr) -> PyResult<bool> {
+    if !e.is_instance_of::<PyModuleNotFoundError>(py) {
+        return Ok(false);
+    }
+    match e.value(py).getattr_opt(pyo3::intern!(py, "name")) {
+        Ok(Some(name)) => Ok(name.is_exact_instance_of::<PyString>() && name.cast::<PyString>()?.to_str()? == "cai"),
+        Ok(None) => Ok(false),
+        Err(e) if crate::parse::must_propagate(py, &e) => Err(e),
+        Err(_) => Ok(false),
+    }
 }
 
 /// Looks `cai._cai.<name>` up. Importing runs Python code; an exception that must
 /// propagate does, and any other is [`Package::NotNow`] unless it says that the package
-/// is not installed.
+/// is not installed. A lookup made while this thread is making one (from the code that
+/// one runs) is [`Package::NotNow`] at once: each level of such a recursion would make
+/// every lookup of its call again, and the work would double with each level.
 ///
 /// The package is imported, and its extension module read as its attribute: importing
 /// `cai._cai` by name takes the submodule's import lock before the package's, the
@@ -69,12 +121,16 @@ pub(crate) enum Package<'py> {
 pub(crate) fn package_attr<'py>(py: Python<'py>, name: &str) -> PyResult<Package<'py>> {
     // The import, and the lookups on what it finds, run Python code (an import hook, a
     // module's `__getattr__`) that may call cai again, which looks the value up again.
+    if LOOKING.with(|l| l.replace(true)) {
+        return Ok(Package::NotNow);
+    }
+    let _looking = Looking(());
     let _nesting = crate::parse::Nesting::enter("a value cai looks up once")?;
     let package = match py.import("cai") {
         Ok(package) => package,
         Err(e) if crate::parse::must_propagate(py, &e) => return Err(e),
-        Err(e) if e.is_instance_of::<PyModuleNotFoundError>(py) => return Ok(Package::Missing),
-        Err(_) => return Ok(Package::NotNow),
+        Err(e) if not_installed(py, &e)? => return Ok(Package::Missing),
+        Err(_) => return Ok(failed()),
     };
     let found = package.getattr_opt("_cai").and_then(|module| match module {
         Some(module) => module.getattr_opt(name),
@@ -83,7 +139,7 @@ pub(crate) fn package_attr<'py>(py: Python<'py>, name: &str) -> PyResult<Package
     match found {
         Ok(Some(value)) => return Ok(Package::Found(value)),
         Err(e) if crate::parse::must_propagate(py, &e) => return Err(e),
-        Err(_) => return Ok(Package::NotNow),
+        Err(_) => return Ok(failed()),
         Ok(None) => {}
     }
     // importlib sets `__spec__._initializing` while it executes a module: while the
@@ -99,7 +155,7 @@ pub(crate) fn package_attr<'py>(py: Python<'py>, name: &str) -> PyResult<Package
     match initializing {
         Ok(true) => Ok(Package::NotNow),
         Err(e) if crate::parse::must_propagate(py, &e) => Err(e),
-        Err(_) => Ok(Package::NotNow),
+        Err(_) => Ok(failed()),
         Ok(false) => Ok(Package::Missing),
     }
 }
