@@ -48,24 +48,48 @@ pub(crate) fn keep<'a, T>(cell: &'a PyOnceLock<T>, py: Python<'_>, value: T) -> 
 pub(crate) enum Package<'py> {
     /// `cai._cai.<name>`.
     Found(Bound<'py, PyAny>),
-    /// The package is not installed (a `ModuleNotFoundError` for `cai`), lacks the
-    /// attribute (an older package), or failed [`MAX_FAILED_LOOKUPS`] times: lasting, so
-    /// the caller keeps its own fallback for good.
+    /// The package is not installed (a `ModuleNotFoundError` for `cai`), or lacks the
+    /// attribute (an older package): lasting, so the caller keeps its own fallback for
+    /// good.
     Missing,
     /// Not now: the package's module is being executed (an import hook or a finalizer
     /// called in mid-import) and has no such attribute yet; importing or reading it raised
-    /// another exception (an import hook's, a module `__getattr__`'s); or this thread is
-    /// already looking a value up (code the lookup ran called cai again). The fallback
-    /// serves this call only, and the next call looks again.
+    /// another exception (an import hook's, a module `__getattr__`'s), or did so lately
+    /// (see [`Backoff`]); or this thread is already looking a value up (code the lookup
+    /// ran called cai again). The fallback serves this call only, and a later call looks
+    /// again.
     NotNow,
 }
 
-/// How many lookups may fail with an exception (a package whose import always fails, an
-/// import hook that refuses it) before the package counts as missing for good: each
-/// failed lookup runs the import again.
-pub(crate) const MAX_FAILED_LOOKUPS: u32 = 4;
+/// The longest wait, in calls, between two lookups of a value after failures (a package
+/// whose import always fails then costs one import per 65,536 asks).
+const MAX_SKIPPED: u32 = 1 << 16;
 
-static FAILED_LOOKUPS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+/// The failures of one value's lookups: after the n-th failure in a row, the next
+/// 2^(n-1) - 1 asks are [`Package::NotNow`] without a lookup (so one failure is retried at
+/// the next ask, and a package whose import always fails is imported a logarithmic number
+/// of times). A lookup that finds the package, or finds it missing, ends the run.
+struct Backoff {
+    name: &'static str,
+    failures: u32,
+    skip: u32,
+}
+
+/// The backoff of every value looked up (a handful of names), under the GIL.
+static BACKOFF: std::sync::Mutex<Vec<Backoff>> = std::sync::Mutex::new(Vec::new());
+
+/// Runs `f` on `name`'s backoff. No Python code runs under the lock.
+fn with_backoff<R>(name: &'static str, f: impl FnOnce(&mut Backoff) -> R) -> R {
+    let mut all = BACKOFF.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let i = match all.iter().position(|b| b.name == name) {
+        Some(i) => i,
+        None => {
+            all.push(Backoff { name, failures: 0, skip: 0 });
+            all.len() - 1
+        }
+    };
+    f(&mut all[i])
+}
 
 thread_local! {
     /// Whether this thread is in [`package_attr`].
@@ -81,17 +105,6 @@ impl Drop for Looking {
     }
 }
 
-/// [`Package::NotNow`] for a lookup that raised, or [`Package::Missing`] once too many
-/// have.
-fn failed<'py>() -> Package<'py> {
-    use std::sync::atomic::Ordering;
-    if FAILED_LOOKUPS.fetch_add(1, Ordering::Relaxed) + 1 >= MAX_FAILED_LOOKUPS {
-        Package::Missing
-    } else {
-        Package::NotNow
-    }
-}
-
 /// Whether `e`, raised by `import cai`, says that the package is not installed: a
 /// `ModuleNotFoundError` for `cai` itself (not for a module that an import hook or the
 /// package's own code imports).
@@ -100,7 +113,8 @@ fn not_installed(py: Python<'_>, e: &PyErr) -> PyResult<bool> {
         return Ok(false);
     }
     match e.value(py).getattr_opt(pyo3::intern!(py, "name")) {
-        Ok(Some(name)) => Ok(name.is_exact_instance_of::<PyString>() && name.cast::<PyString>()?.to_str()? == "cai"),
+        // A name with no UTF-8 form (a lone surrogate) is not "cai".
+        Ok(Some(name)) => Ok(name.cast_exact::<PyString>().is_ok_and(|n| n.to_str().is_ok_and(|n| n == "cai"))),
         Ok(None) => Ok(false),
         Err(e) if crate::parse::must_propagate(py, &e) => Err(e),
         Err(_) => Ok(false),
@@ -118,28 +132,60 @@ fn not_installed(py: Python<'_>, e: &PyErr) -> PyResult<bool> {
 /// reverse of an `import cai` running on another thread, and importlib breaks such a
 /// cycle by failing one of the two imports (`_DeadlockError`). Importing the package
 /// alone waits for that other import to finish.
-pub(crate) fn package_attr<'py>(py: Python<'py>, name: &str) -> PyResult<Package<'py>> {
+pub(crate) fn package_attr<'py>(py: Python<'py>, name: &'static str) -> PyResult<Package<'py>> {
     // The import, and the lookups on what it finds, run Python code (an import hook, a
     // module's `__getattr__`) that may call cai again, which looks the value up again.
     if LOOKING.with(|l| l.replace(true)) {
         return Ok(Package::NotNow);
     }
     let _looking = Looking(());
+    let skipped = with_backoff(name, |b| {
+        let skipped = b.skip > 0;
+        b.skip = b.skip.saturating_sub(1);
+        skipped
+    });
+    if skipped {
+        return Ok(Package::NotNow);
+    }
+    let found = look_up(py, name)?;
+    with_backoff(name, |b| match found {
+        Failed => {
+            b.failures = b.failures.saturating_add(1);
+            b.skip = 1u32.checked_shl(b.failures - 1).unwrap_or(MAX_SKIPPED).min(MAX_SKIPPED) - 1;
+        }
+        Looked(_) => b.failures = 0,
+    });
+    Ok(match found {
+        Failed => Package::NotNow,
+        Looked(package) => package,
+    })
+}
+
+/// What one lookup found: an answer, or a failure for now (an exception, which counts
+/// toward the value's [`Backoff`]).
+enum Lookup<'py> {
+    Looked(Package<'py>),
+    Failed,
+}
+use Lookup::{Failed, Looked};
+
+/// [`package_attr`]'s lookup itself.
+fn look_up<'py>(py: Python<'py>, name: &'static str) -> PyResult<Lookup<'py>> {
     let _nesting = crate::parse::Nesting::enter("a value cai looks up once")?;
     let package = match py.import("cai") {
         Ok(package) => package,
         Err(e) if crate::parse::must_propagate(py, &e) => return Err(e),
-        Err(e) if not_installed(py, &e)? => return Ok(Package::Missing),
-        Err(_) => return Ok(failed()),
+        Err(e) if not_installed(py, &e)? => return Ok(Looked(Package::Missing)),
+        Err(_) => return Ok(Failed),
     };
     let found = package.getattr_opt("_cai").and_then(|module| match module {
         Some(module) => module.getattr_opt(name),
         None => Ok(None),
     });
     match found {
-        Ok(Some(value)) => return Ok(Package::Found(value)),
+        Ok(Some(value)) => return Ok(Looked(Package::Found(value))),
         Err(e) if crate::parse::must_propagate(py, &e) => return Err(e),
-        Err(_) => return Ok(failed()),
+        Err(_) => return Ok(Failed),
         Ok(None) => {}
     }
     // importlib sets `__spec__._initializing` while it executes a module: while the
@@ -153,9 +199,10 @@ pub(crate) fn package_attr<'py>(py: Python<'py>, name: &str) -> PyResult<Package
         })
         .and_then(|flag| flag.map_or(Ok(false), |f| f.is_truthy()));
     match initializing {
-        Ok(true) => Ok(Package::NotNow),
+        // Being executed is no failure: the package will be there.
+        Ok(true) => Ok(Looked(Package::NotNow)),
         Err(e) if crate::parse::must_propagate(py, &e) => Err(e),
-        Err(_) => Ok(failed()),
-        Ok(false) => Ok(Package::Missing),
+        Err(_) => Ok(Failed),
+        Ok(false) => Ok(Looked(Package::Missing)),
     }
 }
