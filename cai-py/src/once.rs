@@ -61,8 +61,8 @@ pub(crate) enum Package<'py> {
     NotNow,
 }
 
-/// The longest wait, in calls, between two lookups of a value after failures (a package
-/// whose import always fails then costs one import per 65,536 asks).
+/// The longest wait, in asks, between two lookups of a value after failures (a package
+/// whose import always fails then costs one import per 65,536 asks: 65,535 are skipped).
 const MAX_SKIPPED: u32 = 1 << 16;
 
 /// The failures of one value's lookups: after the n-th failure in a row, the next
@@ -73,6 +73,9 @@ struct Backoff {
     name: &'static str,
     failures: u32,
     skip: u32,
+    /// How many lookups of the value have ended: a failed lookup during which another
+    /// ended (threads that ran into one refusal together) does not count again.
+    ended: u64,
 }
 
 /// The backoff of every value looked up (a handful of names), under the GIL.
@@ -84,7 +87,7 @@ fn with_backoff<R>(name: &'static str, f: impl FnOnce(&mut Backoff) -> R) -> R {
     let i = match all.iter().position(|b| b.name == name) {
         Some(i) => i,
         None => {
-            all.push(Backoff { name, failures: 0, skip: 0 });
+            all.push(Backoff { name, failures: 0, skip: 0, ended: 0 });
             all.len() - 1
         }
     };
@@ -139,21 +142,30 @@ pub(crate) fn package_attr<'py>(py: Python<'py>, name: &'static str) -> PyResult
         return Ok(Package::NotNow);
     }
     let _looking = Looking(());
-    let skipped = with_backoff(name, |b| {
-        let skipped = b.skip > 0;
-        b.skip = b.skip.saturating_sub(1);
-        skipped
-    });
-    if skipped {
-        return Ok(Package::NotNow);
-    }
-    let found = look_up(py, name)?;
-    with_backoff(name, |b| match found {
-        Failed => {
-            b.failures = b.failures.saturating_add(1);
-            b.skip = 1u32.checked_shl(b.failures - 1).unwrap_or(MAX_SKIPPED).min(MAX_SKIPPED) - 1;
+    let started = with_backoff(name, |b| match b.skip {
+        0 => Some(b.ended),
+        _ => {
+            b.skip -= 1;
+            None
         }
-        Looked(_) => b.failures = 0,
+    });
+    let Some(started) = started else { return Ok(Package::NotNow) };
+    let found = look_up(py, name)?;
+    with_backoff(name, |b| {
+        let overlapped = b.ended != started;
+        b.ended = b.ended.wrapping_add(1);
+        match found {
+            // Another lookup ended meanwhile: that one counted (or ended) the run.
+            Failed if overlapped => {}
+            Failed => {
+                b.failures = b.failures.saturating_add(1);
+                b.skip = 1u32.checked_shl(b.failures - 1).unwrap_or(MAX_SKIPPED).min(MAX_SKIPPED) - 1;
+            }
+            Looked(_) => {
+                b.failures = 0;
+                b.skip = 0;
+            }
+        }
     });
     Ok(match found {
         Failed => Package::NotNow,

@@ -1443,6 +1443,36 @@ def test_a_package_that_never_imports_is_tried_a_logarithmic_number_of_times(tmp
     assert 2 <= out["runs"] <= 2 * 11, out
 
 
+def test_one_refusal_met_by_many_threads_at_once_counts_once():
+    # Lookups that overlap (the hook sleeps, letting the other threads in) and fail
+    # together are one failure: the next call looks again and finds the package.
+    out = results(
+        """
+        import builtins, time
+        real_import = builtins.__import__
+        d = {"shape": (4,), "typestr": "<f4", "data": (PTR, False), "version": 3, "stream": 7}
+        refusing = [True]
+        def hook(name, *args, **kwargs):
+            if name == "cai" and refusing[0]:
+                time.sleep(0.2)
+                raise ImportError("not now")
+            return real_import(name, *args, **kwargs)
+        builtins.__import__ = hook
+        barrier = threading.Barrier(12)
+        def first_call():
+            barrier.wait()
+            fx.describe_f32(P())
+        threads = [threading.Thread(target=first_call) for _ in range(12)]
+        for t in threads: t.start()
+        for t in threads: t.join()
+        refusing[0] = False
+        cai.configure(import_sync="wait")
+        print({"then": outcome(lambda: fx.describe_f32(P()))})
+        """
+    )
+    assert out == {"then": "CudaDriverError"}, out
+
+
 def test_a_passing_failure_of_the_package_is_recovered_from():
     # The package's import is refused for a while (by calls on several threads too): the
     # failures in a row make the lookups wait longer, but once the refusal ends a later
