@@ -275,32 +275,23 @@ pub(crate) fn element(input: &Input<'_>) -> TokenStream {
     let padding_bytes = quote!(#krate::__private::PaddingBytes);
     // Padding fields are left out of the descr, whose padding entries then cover them;
     // their type must be bytes that any value may fill (a consumer may write them).
-    let padding: Vec<_> = input
-        .fields
-        .iter()
-        .filter(|field| field.attrs.padding.is_some())
-        .map(|field| {
-            bounds.require(field.ty, &padding_bytes);
-            let ty = field.ty;
-            quote_spanned!(ty.span()=> let _ = <#ty as #padding_bytes>::BYTES;)
-        })
-        .collect();
-    let entries: Vec<_> = input
-        .fields
-        .iter()
-        .filter(|field| field.attrs.padding.is_none())
-        .map(|field| {
-            bounds.require(field.ty, &record_field);
-            let (ty, member) = (field.ty, &field.member);
-            // A tuple struct's fields are named by `record`, by their place in the descr.
-            let name = match member {
-                syn::Member::Named(ident) => ident.unraw().to_string(),
-                syn::Member::Unnamed(_) => String::new(),
-            };
-            let describe = quote_spanned!(ty.span()=> <#ty as #record_field>::describe());
-            quote!((#name, ::core::mem::offset_of!(Self, #member), #describe))
-        })
-        .collect();
+    let (mut padding, mut entries) = (Vec::new(), Vec::new());
+    for field in &input.fields {
+        let (ty, member) = (field.ty, &field.member);
+        if field.attrs.padding.is_some() {
+            bounds.require(ty, &padding_bytes);
+            padding.push(quote_spanned!(ty.span()=> let _ = <#ty as #padding_bytes>::BYTES;));
+            continue;
+        }
+        bounds.require(ty, &record_field);
+        // A tuple struct's fields are named by `record`, by their place in the descr.
+        let name = match member {
+            syn::Member::Named(ident) => ident.unraw().to_string(),
+            syn::Member::Unnamed(_) => String::new(),
+        };
+        let describe = quote_spanned!(ty.span()=> <#ty as #record_field>::describe());
+        entries.push(quote!((#name, ::core::mem::offset_of!(Self, #member), #describe)));
+    }
     let generics = bounds.generics(input);
     let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
     let ident = input.ident;

@@ -1443,21 +1443,38 @@ def test_a_package_that_never_imports_is_tried_a_logarithmic_number_of_times(tmp
     assert 2 <= out["runs"] <= 2 * 11, out
 
 
+# `import cai` refused on every thread (after a delay) until `accept()`, which also makes
+# the shared options wait on streams: a call that uses them raises CudaDriverError for
+# `d`'s stream; a call on a module's own options (CAI_IMPORT_SYNC=ignore) does not.
+REFUSING = textwrap.dedent(
+    """
+    import builtins, time
+    real_import = builtins.__import__
+    d = {"shape": (4,), "typestr": "<f4", "data": (PTR, False), "version": 3, "stream": 7}
+    refusing = []
+    def refuse(delay=0.0):
+        refusing.append(delay)
+    def accept():
+        refusing.clear()
+        cai.configure(import_sync="wait")
+    def hook(name, *args, **kwargs):
+        if name == "cai" and refusing:
+            time.sleep(refusing[0])
+            raise ImportError("not now")
+        return real_import(name, *args, **kwargs)
+    builtins.__import__ = hook
+    """
+)
+
+
 def test_one_refusal_met_by_many_threads_at_once_counts_once():
     # Lookups that overlap (the hook sleeps, letting the other threads in) and fail
     # together are one failure: the next call looks again and finds the package.
     out = results(
-        """
-        import builtins, time
-        real_import = builtins.__import__
-        d = {"shape": (4,), "typestr": "<f4", "data": (PTR, False), "version": 3, "stream": 7}
-        refusing = [True]
-        def hook(name, *args, **kwargs):
-            if name == "cai" and refusing[0]:
-                time.sleep(0.2)
-                raise ImportError("not now")
-            return real_import(name, *args, **kwargs)
-        builtins.__import__ = hook
+        REFUSING
+        + textwrap.dedent(
+            """
+        refuse(delay=0.2)
         barrier = threading.Barrier(12)
         def first_call():
             barrier.wait()
@@ -1465,10 +1482,10 @@ def test_one_refusal_met_by_many_threads_at_once_counts_once():
         threads = [threading.Thread(target=first_call) for _ in range(12)]
         for t in threads: t.start()
         for t in threads: t.join()
-        refusing[0] = False
-        cai.configure(import_sync="wait")
+        accept()
         print({"then": outcome(lambda: fx.describe_f32(P()))})
         """
+        )
     )
     assert out == {"then": "CudaDriverError"}, out
 
@@ -1478,24 +1495,18 @@ def test_a_passing_failure_of_the_package_is_recovered_from():
     # failures in a row make the lookups wait longer, but once the refusal ends a later
     # call finds the package and its shared options; nothing is lost for good.
     out = results(
-        """
-        import builtins
-        real_import = builtins.__import__
-        d = {"shape": (4,), "typestr": "<f4", "data": (PTR, False), "version": 3, "stream": 7}
-        refusing = [True]
-        def hook(name, *args, **kwargs):
-            if name == "cai" and refusing[0]:
-                raise ImportError("not now")
-            return real_import(name, *args, **kwargs)
-        builtins.__import__ = hook
+        REFUSING
+        + textwrap.dedent(
+            """
+        refuse()
         threads = [threading.Thread(target=lambda: [fx.describe_f32(P()) for _ in range(5)]) for _ in range(4)]
         for t in threads: t.start()
         for t in threads: t.join()
-        refusing[0] = False
-        cai.configure(import_sync="wait")
+        accept()
         seen = [outcome(lambda: fx.describe_f32(P())) for _ in range(100)]
         print({"found": "CudaDriverError" in seen, "then": seen[-1]})
         """
+        )
     )
     assert out == {"found": True, "then": "CudaDriverError"}, out
 
