@@ -552,16 +552,26 @@ impl Descriptor {
     /// An empty array has no elements to count: its message says what is bounded.
     #[cold]
     fn size_overflow(&self, bytes: bool) -> Error {
-        let detail = match (self.shape.contains(&0), bytes) {
-            (false, false) => "the number of elements exceeds usize",
-            (false, true) => "the number of bytes exceeds isize",
-            (true, false) => {
+        // NumPy bounds an array of 0-byte items as one of 1-byte items.
+        let zero_bytes = bytes && self.itemsize() == 0;
+        let detail = match (self.shape.contains(&0), bytes, zero_bytes) {
+            (false, false, _) => "the number of elements exceeds usize",
+            (false, true, false) => "the number of bytes exceeds isize",
+            (false, true, true) => {
+                "the number of elements exceeds isize (bounded as NumPy bounds it, with an item of 0 \
+                                   bytes counted as 1)"
+            }
+            (true, false, _) => {
                 "the product of its non-zero dimensions exceeds usize (bounded as NumPy bounds it, though the array \
                  is empty)"
             }
-            (true, true) => {
+            (true, true, false) => {
                 "the product of its non-zero dimensions and the item size exceeds isize (bounded as NumPy bounds it, \
                  though the array is empty)"
+            }
+            (true, true, true) => {
+                "the product of its non-zero dimensions exceeds isize (bounded as NumPy bounds it, with an item of 0 \
+                 bytes counted as 1, though the array is empty)"
             }
         };
         self.overflow("shape", detail)

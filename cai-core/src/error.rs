@@ -90,7 +90,7 @@ pub enum Error {
     },
 
     /// A `shape` or `strides` with more than [`MAX_DIMS`](crate::MAX_DIMS) entries.
-    #[error("{key}: {received} entries; at most {max} dimensions are read (NumPy's and DLPack's limit)", max = crate::MAX_DIMS)]
+    #[error("{key}: {received} entries; at most {max} dimensions are read (NumPy's limit)", max = crate::MAX_DIMS)]
     TooManyDims {
         /// `"shape"` or `"strides"`.
         key: &'static str,

@@ -4,7 +4,8 @@
 //! producer copies: `<order><kind><size>[<unit>]`, where
 //!
 //! - `order` is `<` (little-endian), `>` (big-endian), `|` (not applicable) or `=`
-//!   (native, resolved to `<` or `>` when parsed);
+//!   (native: resolved to `<` or `>` when parsed, and to `|` for the types no order
+//!   applies to, as NumPy resolves it: `=V2` is raw bytes, `|V2`, not bfloat16's `<V2`);
 //! - `kind` is one of `b i u f c m M O S U V`;
 //! - `size` is a decimal number without sign or leading zeros: the item size in bytes,
 //!   except for `U` where it counts UCS-4 characters (`<U3` is 12 bytes). It may be left
@@ -37,7 +38,8 @@ impl ByteOrder {
     /// The byte order of the machine this code runs on (what `=` means).
     pub const NATIVE: ByteOrder = if cfg!(target_endian = "little") { ByteOrder::Little } else { ByteOrder::Big };
 
-    /// The order a typestr's first byte names (`=` resolved to [`ByteOrder::NATIVE`]).
+    /// The order a typestr's first byte names (`=` read as [`ByteOrder::NATIVE`]; see
+    /// [`TypeStr::parse`] for the types it leaves without one).
     const fn from_code(code: u8) -> Option<ByteOrder> {
         Some(match code {
             b'<' => ByteOrder::Little,
@@ -381,7 +383,7 @@ impl TypeStr {
                 let n = usize::from(digit - b'0');
                 let itemsize = if kind == Kind::Unicode { n * 4 } else { n };
                 if kind.accepts_itemsize(itemsize) {
-                    return Ok(TypeStr { order, kind, itemsize, unit: None });
+                    return Ok(TypeStr { order, kind, itemsize, unit: None }.resolve_equals(bytes[0]));
                 }
             }
         }
@@ -426,10 +428,21 @@ impl TypeStr {
         } else {
             return Err(malformed(s, "unexpected characters after the item size"));
         };
-        Ok(TypeStr { order, kind, itemsize, unit })
+        Ok(TypeStr { order, kind, itemsize, unit }.resolve_equals(bytes[0]))
     }
 
-    /// The byte order as written (`=` already resolved to the native order).
+    /// The type written with `code` as its byte order: `=` is the native order where a
+    /// byte order applies and `|` where none does (`=b1`, `=i1`, `=V2` and `=S3` are
+    /// `|b1`, `|i1`, `|V2` and `|S3`, as NumPy reads them: raw two bytes, not the `<V2`
+    /// of bfloat16).
+    const fn resolve_equals(self, code: u8) -> TypeStr {
+        if code == b'=' && !order_applies(self.kind, self.itemsize) {
+            return TypeStr { order: ByteOrder::NotApplicable, ..self };
+        }
+        self
+    }
+
+    /// The byte order as written (`=` already resolved: see [`TypeStr::parse`]).
     pub const fn byte_order(&self) -> ByteOrder {
         self.order
     }
@@ -454,9 +467,7 @@ impl TypeStr {
     /// cannot matter (one-byte types, byte strings, raw bytes, objects) and explicit
     /// elsewhere (`|f4` becomes the native `<f4` on a little-endian machine).
     pub const fn normalized(self) -> TypeStr {
-        let order_irrelevant = self.itemsize <= 1 && !matches!(self.kind, Kind::Unicode)
-            || matches!(self.kind, Kind::Bytes | Kind::Void | Kind::Object);
-        let order = if order_irrelevant {
+        let order = if !order_applies(self.kind, self.itemsize) {
             ByteOrder::NotApplicable
         } else if matches!(self.order, ByteOrder::NotApplicable) {
             ByteOrder::NATIVE
@@ -500,6 +511,12 @@ impl FromStr for TypeStr {
     fn from_str(s: &str) -> Result<TypeStr> {
         TypeStr::parse(s)
     }
+}
+
+/// Whether a byte order applies to values of `kind` and `itemsize`: not to one-byte types,
+/// byte strings, raw bytes or objects (NumPy writes `|` for those).
+const fn order_applies(kind: Kind, itemsize: usize) -> bool {
+    !(itemsize <= 1 && !matches!(kind, Kind::Unicode) || matches!(kind, Kind::Bytes | Kind::Void | Kind::Object))
 }
 
 /// The error of a typestr whose item size is past [`MAX_ITEMSIZE`] (only
@@ -589,6 +606,33 @@ mod tests {
         assert_eq!(t.byte_order(), ByteOrder::NATIVE);
         assert!(t.byte_order().is_native());
         assert_eq!(t.to_string().as_bytes()[0] as char, ByteOrder::NATIVE.as_char());
+    }
+
+    #[test]
+    fn equals_sign_gives_no_order_where_none_applies() {
+        // NumPy: np.dtype('=V2').str == '|V2' (raw bytes, not bfloat16's '<V2').
+        let native = ByteOrder::NATIVE.as_char();
+        for (given, read) in [
+            ("=V2", "|V2".to_owned()),
+            ("=b1", "|b1".to_owned()),
+            ("=i1", "|i1".to_owned()),
+            ("=u1", "|u1".to_owned()),
+            ("=S3", "|S3".to_owned()),
+            ("=S12", "|S12".to_owned()),
+            ("=V16", "|V16".to_owned()),
+            ("=O", "|O".to_owned()),
+            ("=O8", "|O".to_owned()),
+            ("=U1", format!("{native}U1")),
+            ("=f2", format!("{native}f2")),
+            ("=i2", format!("{native}i2")),
+            ("=c16", format!("{native}c16")),
+            ("=M8[ns]", format!("{native}M8[ns]")),
+        ] {
+            assert_eq!(TypeStr::parse(given).unwrap().to_string(), read, "{given}");
+        }
+        // Written explicitly, an order stays as given.
+        assert_eq!(TypeStr::parse("<V2").unwrap().byte_order(), ByteOrder::Little);
+        assert_eq!(TypeStr::parse(">b1").unwrap().byte_order(), ByteOrder::Big);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use pyo3::types::{PyBool, PyDict, PyString};
 
 use crate::config::{self, Config};
 use crate::error::{received, received_int, Problem};
-use crate::parse::{self, int_like, must_propagate, no_interface, IntLike, Interface, Parsed};
+use crate::parse::{self, int_like, must_propagate, no_interface, IntLike, Interface, Parsed, Source};
 use crate::sync::{consume, Caller, ImportOptions};
 use crate::view::Core;
 
@@ -71,7 +71,7 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
     if obj.is_instance_of::<pyo3::types::PyInt>() {
         return match int_like::<i64>(obj)? {
             IntLike::Value(raw) => from_int(raw),
-            IntLike::OutOfRange(_) | IntLike::NotInt => Err(not_handle(obj, "", "")),
+            IntLike::OutOfRange(_) | IntLike::NotInt(_) => Err(not_handle(obj, "", "")),
         };
     }
     // A handle that `value` gave through `source`: an int that is not a bool.
@@ -92,7 +92,7 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
                     None => Err(not_handle(value, source, "")),
                 }
             }
-            IntLike::NotInt => Err(not_handle(value, source, "")),
+            IntLike::NotInt(_) => Err(not_handle(value, source, "")),
         }
     };
     let handle = if let Some(method) = obj.getattr_opt(pyo3::intern!(py, "__cuda_stream__"))? {
@@ -130,7 +130,7 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
                 Ok(r) => Err(Problem::value_error(format!("stream: {r} is not a stream handle")).into()),
                 Err(e) => Err(e),
             },
-            IntLike::NotInt => Err(not_a_stream()),
+            IntLike::NotInt(_) => Err(not_a_stream()),
         };
     };
     match handle {
@@ -205,9 +205,16 @@ fn given_options(py: Python<'_>, given: Options<'_, '_>) -> PyResult<ImportOptio
     let check_pointers = bool_argument("check_pointers", check_pointers)?;
     let allow_other_device = bool_argument("allow_other_device", allow_other_device)?.unwrap_or(false);
     warn_unchecked(py, check_pointers)?;
-    // A policy given is checked even where `sync=False` overrides it. Options the call
-    // gives are not read (a malformed variable for one of them does not matter).
+    // `sync=False` is `policy='ignore'`: another policy given with it contradicts it. Options
+    // the call gives are not read (a malformed variable for one of them does not matter).
     let policy = match (sync, policy_argument("policy", policy)?) {
+        (false, Some(p)) if p != SyncPolicy::Ignore => {
+            return Err(Problem::value_error(format!(
+                "policy: '{}' contradicts sync=False, which is policy='ignore'; give one of the two",
+                p.name()
+            ))
+            .into())
+        }
         (false, _) => SyncPolicy::Ignore,
         (true, Some(p)) => p,
         (true, None) => config::import_sync(py)?,
@@ -242,7 +249,8 @@ fn cuda_view<'py>(
 ///   or a CuPy / PyTorch / cuda.core stream object).
 /// - `policy`: `'wait'` (the caller's stream waits on an event recorded on the producer's
 ///   stream; the host does not block), `'synchronize'` (the host waits) or `'ignore'`;
-///   default from `CAI_IMPORT_SYNC`, else `'wait'`. `sync=False` is `'ignore'`.
+///   default from `CAI_IMPORT_SYNC`, else `'wait'`. `sync=False` is `'ignore'` (another
+///   policy given with it is a `ValueError`).
 /// - `check_pointers`: refuse a pointer the driver does not know, an extent that leaves its
 ///   allocation, and (unless `allow_other_device`) memory of another device than the
 ///   stream's; default from `CAI_CHECK_POINTERS`, else on. Skipped without a driver.
@@ -262,12 +270,13 @@ pub fn as_cuda_array<'py>(
     let given = Options { sync, stream, policy, check_pointers, allow_other_device };
     let options = import_options(obj.py(), given)?;
     let value = parse::read_attribute(obj, Interface::Cuda)?;
-    let parsed = parse::parse(&value, Interface::Cuda)?;
+    let parsed = parse::parse(&value, Interface::Cuda, Source::Attribute)?;
     cuda_view(obj.py(), obj.clone().unbind(), value, parsed, &options)
 }
 
-/// The same as `as_cuda_array`, from an interface dict; the view keeps `owner` alive.
-/// Without an `owner`, nothing keeps the memory alive: it must outlive the view.
+/// The same as `as_cuda_array`, from an interface dict (or another mapping, read through a
+/// copy; a producer's attribute must be a dict); the view keeps `owner` alive. Without an
+/// `owner`, nothing keeps the memory alive: it must outlive the view.
 #[pyfunction]
 #[pyo3(
     signature = (desc, owner = None, *, sync = None, stream = None, policy = None, check_pointers = None, allow_other_device = None),
@@ -285,7 +294,7 @@ pub fn from_cuda_array_interface<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = desc.py();
     let options = import_options(py, Options { sync, stream, policy, check_pointers, allow_other_device })?;
-    let parsed = parse::parse(desc, Interface::Cuda)?;
+    let parsed = parse::parse(desc, Interface::Cuda, Source::Argument)?;
     let owner = owner.map_or_else(|| py.None(), Bound::unbind);
     cuda_view(py, owner, desc.clone(), parsed, &options)
 }
@@ -309,7 +318,8 @@ pub fn from_dlpack<'py>(
     check_pointers: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = obj.py();
-    let copy = bool_argument("copy", copy)?;
+    // As `__dlpack__(copy=...)` reads it: None (either) is a value of its own.
+    let copy = flag_argument("copy", copy, "None, True or False")?;
     let check_pointers = bool_argument("check_pointers", check_pointers)?;
     let consumer = consumer_stream(stream, true)?;
     warn_unchecked(py, check_pointers)?;
@@ -339,7 +349,7 @@ pub fn from_dlpack<'py>(
 #[pyfunction]
 pub fn as_array<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let value = parse::read_attribute(obj, Interface::Host)?;
-    let parsed = parse::parse(&value, Interface::Host)?;
+    let parsed = parse::parse(&value, Interface::Host, Source::Attribute)?;
     Core::from_parsed(obj.clone().unbind(), Some(value.unbind()), parsed).into_view(obj.py(), Interface::Host)
 }
 
@@ -372,20 +382,20 @@ pub fn validate<'py>(obj: &Bound<'py, PyAny>, interface: Option<&Bound<'py, PyAn
     };
     if obj.is_instance_of::<PyDict>() {
         let iface = if interface == Some("host") { Interface::Host } else { Interface::Cuda };
-        return parse::findings(py, Ok(obj.clone()), iface);
+        return parse::findings(py, Ok(obj.clone()), iface, Source::Argument);
     }
     for &iface in wanted {
         match parse::attribute(obj, iface) {
-            Ok(Some(value)) => return parse::findings(py, Ok(value), iface),
+            Ok(Some(value)) => return parse::findings(py, Ok(value), iface, Source::Attribute),
             Ok(None) => {}
             Err(e) if must_propagate(py, &e) => return Err(e),
-            Err(e) => return parse::findings(py, Err(e), iface),
+            Err(e) => return parse::findings(py, Err(e), iface, Source::Attribute),
         }
     }
-    // A mapping other than a dict (a `MappingProxyType`, say), as the imports read it.
+    // A mapping other than a dict (a `MappingProxyType`, say), as `from_cuda_array_interface` reads it.
     if parse::is_mapping(obj)? {
         let iface = if interface == Some("host") { Interface::Host } else { Interface::Cuda };
-        return parse::findings(py, Ok(obj.clone()), iface);
+        return parse::findings(py, Ok(obj.clone()), iface, Source::Argument);
     }
     match wanted {
         [only] => Err(no_interface(obj, *only)),
@@ -441,7 +451,7 @@ pub fn configure<'py>(
             match int_like::<i64>(v)? {
                 IntLike::Value(2) => Some(2),
                 IntLike::Value(3) => Some(3),
-                IntLike::NotInt => return Err(wrong_type()?),
+                IntLike::NotInt(_) => return Err(wrong_type()?),
                 // An int-like's message says what its `__index__` gave as well.
                 IntLike::Value(n) => {
                     let shown = received_int(v, Some(&n.into_pyobject(py)?))?;
@@ -535,7 +545,7 @@ pub fn pointer_attributes<'py>(ptr: &Bound<'py, PyAny>) -> PyResult<Bound<'py, P
             ))
             .into());
         }
-        IntLike::NotInt => {
+        IntLike::NotInt(_) => {
             return Err(Problem::type_error(format!("ptr: expected an int, received {}", received(ptr)?)).into())
         }
     };

@@ -202,7 +202,7 @@ fn int_pair(value: &Bound<'_, PyAny>, what: &str) -> PyResult<(i64, i64)> {
                 let shown = received_int(&item, index.as_ref())?;
                 return Err(PyValueError::new_err(format!("{what}: {shown} is out of range")));
             }
-            IntLike::NotInt => return Err(bad()?),
+            IntLike::NotInt(_) => return Err(bad()?),
         };
     }
     Ok((out[0], out[1]))
@@ -232,7 +232,7 @@ fn export_stream(value: Option<&Bound<'_, PyAny>>, memory: Memory) -> PyResult<O
             let shown = received_int(value, index.as_ref())?;
             return Err(PyValueError::new_err(format!("stream: {shown} is not a stream")));
         }
-        IntLike::NotInt => {
+        IntLike::NotInt(_) => {
             let shown = received(value)?;
             return Err(PyTypeError::new_err(format!("stream: expected None or an int, received {shown}")));
         }

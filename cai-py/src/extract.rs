@@ -318,7 +318,7 @@ pub(crate) fn read<T: Element, D: Dimension, A: Access>(
     };
     match parse::attribute(object, own)? {
         Some(value) => {
-            let parsed = parse::parse(&value, own)?;
+            let parsed = parse::parse(&value, own, parse::Source::Attribute)?;
             check::<T, D, A>(&parsed, memory)?;
             if A::WRITABLE && memory == Memory::Host && is_numpy_scalar(object)? {
                 return Err(Problem::buffer_error(format!(

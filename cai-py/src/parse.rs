@@ -69,6 +69,17 @@ impl Interface {
     }
 }
 
+/// Where an interface value comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// A producer's interface attribute, which the spec has return a dict (a subclass of
+    /// one too): NumPy and PyTorch read no other mapping, so neither does cai.
+    Attribute,
+    /// A value given to cai as the interface (`cai.from_cuda_array_interface(desc)`,
+    /// `cai.validate(d)`): any mapping, read through a copy.
+    Argument,
+}
+
 /// Every key some version defines, `stream` (CUDA only) last.
 const KEYS: [&str; 8] = ["shape", "typestr", "descr", "data", "version", "strides", "mask", "stream"];
 
@@ -144,9 +155,9 @@ pub(crate) enum IntLike<'py, T> {
     /// which its text may not show), or `None` for an `__index__` that raised
     /// `OverflowError`.
     OutOfRange(Option<Bound<'py, PyInt>>),
-    /// Not an int: a bool, or an object without `__index__` (or whose `__index__` raised
-    /// another ordinary exception).
-    NotInt,
+    /// Not an int: a bool, an object without `__index__`, or (with the exception it raised)
+    /// one whose `__index__` raised another ordinary exception.
+    NotInt(Option<PyErr>),
 }
 
 /// Reads an int-like value (an int, or an object with `__index__`, such as NumPy's
@@ -158,7 +169,7 @@ where
     T: for<'a> FromPyObject<'a, 'py, Error = PyErr>,
 {
     if value.is_instance_of::<PyBool>() {
-        return Ok(IntLike::NotInt);
+        return Ok(IntLike::NotInt(None));
     }
     let py = value.py();
     let index = match value.cast_exact::<PyInt>() {
@@ -171,7 +182,9 @@ where
                 Ok(index) => index.cast_into::<PyInt>().map_err(PyErr::from)?,
                 Err(e) if must_propagate(py, &e) => return Err(e),
                 Err(e) if e.is_instance_of::<PyOverflowError>(py) => return Ok(IntLike::OutOfRange(None)),
-                Err(_) => return Ok(IntLike::NotInt),
+                // SAFETY: `value` is live; the check reads its type's slot and runs no code.
+                Err(e) if unsafe { ffi::PyIndex_Check(value.as_ptr()) } != 0 => return Ok(IntLike::NotInt(Some(e))),
+                Err(_) => return Ok(IntLike::NotInt(None)),
             }
         }
     };
@@ -179,7 +192,7 @@ where
         Ok(v) => Ok(IntLike::Value(v)),
         Err(e) if must_propagate(py, &e) => Err(e),
         Err(e) if e.is_instance_of::<PyOverflowError>(py) => Ok(IntLike::OutOfRange(Some(index))),
-        Err(_) => Ok(IntLike::NotInt),
+        Err(_) => Ok(IntLike::NotInt(None)),
     }
 }
 
@@ -246,7 +259,14 @@ pub(crate) fn no_interface(obj: &Bound<'_, PyAny>, iface: Interface) -> PyErr {
         Ok(name) => name,
         Err(e) => return e,
     };
-    Problem::type_error(format!("{}: objects of type '{type_name}' do not export it", iface.attribute())).into()
+    // A DLPack producer (a JAX array, say) is read by `cai.from_dlpack`.
+    let hint = match crate::dlpack::offers(obj) {
+        Ok(true) => " (they offer __dlpack__: cai.from_dlpack reads them)",
+        Ok(false) => "",
+        Err(e) if must_propagate(obj.py(), &e) => return e,
+        Err(_) => "",
+    };
+    Problem::type_error(format!("{}: objects of type '{type_name}' do not export it{hint}", iface.attribute())).into()
 }
 
 /// The interface attribute of `obj`, or `None` when it has none (an `AttributeError`);
@@ -269,10 +289,10 @@ pub(crate) fn read_attribute<'py>(obj: &Bound<'py, PyAny>, iface: Interface) -> 
 
 /// Parses an interface dict, raising the first problem.
 #[inline]
-pub(crate) fn parse(value: &Bound<'_, PyAny>, iface: Interface) -> PyResult<Parsed> {
+pub(crate) fn parse(value: &Bound<'_, PyAny>, iface: Interface, source: Source) -> PyResult<Parsed> {
     match quick(value, iface) {
         Some(parsed) => Ok(parsed),
-        None => full(value, iface),
+        None => full(value, iface, source),
     }
 }
 
@@ -280,8 +300,11 @@ pub(crate) fn parse(value: &Bound<'_, PyAny>, iface: Interface) -> PyResult<Pars
 /// cold: inlined, it made its callers' hot code (the quick read) four times larger.
 #[cold]
 #[inline(never)]
-fn full(value: &Bound<'_, PyAny>, iface: Interface) -> PyResult<Parsed> {
+fn full(value: &Bound<'_, PyAny>, iface: Interface, source: Source) -> PyResult<Parsed> {
     let _nesting = Nesting::enter(iface.attribute())?;
+    if source == Source::Attribute && !value.is_instance_of::<PyDict>() {
+        return Err(not_a_dict(value, iface)?.into());
+    }
     let dict = as_dict(value, iface)?;
     Ok(strict(&dict, iface)?)
 }
@@ -364,7 +387,7 @@ fn quick(value: &Bound<'_, PyAny>, iface: Interface) -> Option<Parsed> {
 /// full reader's error as its message), for the test that they agree.
 pub(crate) fn both_reads(value: &Bound<'_, PyAny>, iface: Interface) -> PyResult<(Option<String>, String)> {
     let quick = quick(value, iface).map(|p| format!("{p:?}"));
-    let full = match full(value, iface) {
+    let full = match full(value, iface, Source::Argument) {
         Ok(p) => format!("{p:?}"),
         Err(e) => format!("error: {e}"),
     };
@@ -481,14 +504,19 @@ unsafe fn quick_plain_descr(descr: *mut ffi::PyObject, typestr: &[u8]) -> Option
 /// messages; only exceptions that [must propagate](must_propagate) are raised. Findings
 /// about the host interface start with `__array_interface__: `, so that they say which
 /// interface was read.
-pub(crate) fn findings(py: Python<'_>, value: PyResult<Bound<'_, PyAny>>, iface: Interface) -> PyResult<Vec<String>> {
+pub(crate) fn findings(
+    py: Python<'_>,
+    value: PyResult<Bound<'_, PyAny>>,
+    iface: Interface,
+    source: Source,
+) -> PyResult<Vec<String>> {
     let mut out = Vec::new();
     // Begun outside any other read, this read's masks alone can reach cai's nesting limit.
     let alone = Nesting::depth() == 0;
     let _nesting = Nesting::enter(iface.attribute())?;
     match value {
         Ok(value) => {
-            collect_value(&value, iface, &mut out, alone)?;
+            collect_value(&value, iface, source, &mut out, alone)?;
             if iface == Interface::Host {
                 // Findings about the attribute itself (not a dict, an unknown key) name it.
                 let label = |f: String| {
@@ -545,6 +573,12 @@ pub(crate) fn is_mapping(value: &Bound<'_, PyAny>) -> PyResult<bool> {
     }
 }
 
+/// The `TypeError` of an interface attribute that is not a dict (a mapping of another type,
+/// or any other value).
+fn not_a_dict(value: &Bound<'_, PyAny>, iface: Interface) -> PyResult<Problem> {
+    Ok(Problem::type_error(format!("{}: expected a dict, received {}", iface.attribute(), received(value)?)))
+}
+
 /// The value as a dict: itself, or a copy of another mapping.
 fn as_dict<'py>(value: &Bound<'py, PyAny>, iface: Interface) -> Result<Bound<'py, PyDict>, Failure> {
     if let Ok(d) = value.cast::<PyDict>() {
@@ -561,10 +595,7 @@ fn as_dict<'py>(value: &Bound<'py, PyAny>, iface: Interface) -> Result<Bound<'py
     };
     match copy() {
         Ok(Some(dict)) => Ok(dict),
-        Ok(None) => {
-            Err(Problem::type_error(format!("{}: expected a dict, received {}", iface.attribute(), received(value)?))
-                .into())
-        }
+        Ok(None) => Err(not_a_dict(value, iface)?.into()),
         Err(e) => Err(Problem::type_error(format!(
             "{}: reading {} as a mapping raised {}",
             iface.attribute(),
@@ -781,6 +812,8 @@ const UNKNOWN_SHOWN: usize = 16;
 struct UnknownKeys {
     shown: Vec<String>,
     more: usize,
+    /// NumPy's `offset` in a host dict: a key NumPy defines for buffer data only.
+    offset: bool,
 }
 
 impl UnknownKeys {
@@ -805,7 +838,11 @@ fn unknown_keys(dict: &Bound<'_, PyDict>, iface: Interface) -> Result<UnknownKey
     let mut unknown = UnknownKeys::default();
     for key in dict.keys() {
         let is_known = key.cast::<PyString>().ok().and_then(|k| k.to_str().ok().map(str::to_owned));
-        if is_known.is_some_and(|k| known.contains(&k.as_str())) {
+        if is_known.as_deref().is_some_and(|k| known.contains(&k)) {
+            continue;
+        }
+        if iface == Interface::Host && is_known.as_deref() == Some("offset") {
+            unknown.offset = true;
             continue;
         }
         if unknown.shown.len() < UNKNOWN_SHOWN {
@@ -816,6 +853,10 @@ fn unknown_keys(dict: &Bound<'_, PyDict>, iface: Interface) -> Result<UnknownKey
     }
     Ok(unknown)
 }
+
+/// The finding of NumPy's `offset` key, which NumPy applies to buffer data only.
+const OFFSET_IGNORED: &str = "__array_interface__: key 'offset' applies to buffer data only, which cai does not read; \
+                              with a (pointer, read-only) data tuple NumPy ignores it, and so does cai";
 
 fn newer_version_problem(v: u64, unknown: &UnknownKeys) -> Problem {
     Problem::value_error(format!(
@@ -928,7 +969,7 @@ fn strict_mask(mask: &Bound<'_, PyAny>, iface: Interface) -> Result<Parsed, Fail
         ))
         .into());
     };
-    let e = match parse(&value, iface) {
+    let e = match parse(&value, iface, Source::Attribute) {
         Ok(parsed) => return Ok(parsed),
         Err(e) if must_propagate(py, &e) => return Err(Failure::raised(e)),
         Err(e) => e,
@@ -957,7 +998,18 @@ fn note<T>(out: &mut Vec<String>, result: Result<T, Failure>) -> PyResult<Option
     }
 }
 
-fn collect_value(value: &Bound<'_, PyAny>, iface: Interface, out: &mut Vec<String>, alone: bool) -> PyResult<()> {
+/// The findings of an interface value. An attribute's mapping that is not a dict is noted
+/// as such, and its items read as those of a dict given to cai.
+fn collect_value(
+    value: &Bound<'_, PyAny>,
+    iface: Interface,
+    source: Source,
+    out: &mut Vec<String>,
+    alone: bool,
+) -> PyResult<()> {
+    if source == Source::Attribute && !value.is_instance_of::<PyDict>() && is_mapping(value)? {
+        out.push(not_a_dict(value, iface)?.message);
+    }
     match note(out, as_dict(value, iface))? {
         Some(dict) => collect(&dict, iface, out, alone),
         None => Ok(()),
@@ -987,6 +1039,9 @@ fn collect(dict: &Bound<'_, PyDict>, iface: Interface, out: &mut Vec<String>, al
             // Keys of a later version (a stream in version 2) are judged by their own rules.
             for key in &unknown.shown {
                 out.push(format!("{}: key {key} is not defined by any version of the interface", iface.attribute()));
+            }
+            if unknown.offset {
+                out.push(OFFSET_IGNORED.to_owned());
             }
             if unknown.more > 0 {
                 let keys = if unknown.more == 1 { "key" } else { "keys" };
@@ -1091,14 +1146,14 @@ fn collect_mask(
     let mut inner = Vec::new();
     {
         let _nesting = Nesting::enter(iface.attribute())?;
-        collect_value(&value, iface, &mut inner, alone)?;
+        collect_value(&value, iface, Source::Attribute, &mut inner, alone)?;
     }
     if !inner.is_empty() {
         out.extend(inner.into_iter().map(|m| if m == MASKS_TOO_DEEP { m } else { format!("mask: {m}") }));
         return Ok(None);
     }
     // No problem was found, so the strict read succeeds (and says why if it does not).
-    match parse(&value, iface) {
+    match parse(&value, iface, Source::Attribute) {
         Ok(parsed) => Ok(Some(parsed.descriptor)),
         Err(e) => {
             out.push(format!("mask: {}", exception_text(mask.py(), e)?));
@@ -1142,7 +1197,15 @@ fn integer(value: &Bound<'_, PyAny>, key: &'static str, expected: &'static str) 
             Err(_) => too_big(Some(&index)),
         },
         IntLike::OutOfRange(None) => too_big(None),
-        IntLike::NotInt => Err(wrong_type(key, expected, value)),
+        IntLike::NotInt(None) => Err(wrong_type(key, expected, value)),
+        // What the producer's `__index__` raised says more than the value's type.
+        IntLike::NotInt(Some(e)) => match (received(value), exception_text(value.py(), e)) {
+            (Ok(shown), Ok(text)) => {
+                Err(Error::WrongType { key, expected, received: format!("{shown}, whose __index__ raised {text}") }
+                    .into())
+            }
+            (Err(e), _) | (_, Err(e)) => Err(Failure::raised(e)),
+        },
     }
 }
 
@@ -1489,7 +1552,7 @@ fn sub_array_shape(
                 None => Some(n.into_pyobject(d.py())?),
             },
             IntLike::OutOfRange(index) => index,
-            IntLike::NotInt => return Ok(Err(bad()?)),
+            IntLike::NotInt(_) => return Ok(Err(bad()?)),
         };
         // An int-like's text may not show the int its `__index__` gave.
         let shown = crate::shown::shown(&d)?;

@@ -169,7 +169,7 @@ const fn eq(a: &[u8], b: &[u8]) -> bool {
 pub fn bench_parse(dict: &Bound<'_, PyAny>, iterations: u32) -> PyResult<f64> {
     let start = std::time::Instant::now();
     for _ in 0..iterations {
-        std::hint::black_box(crate::parse::parse(dict, Interface::Cuda)?);
+        std::hint::black_box(crate::parse::parse(dict, Interface::Cuda, crate::parse::Source::Argument)?);
     }
     Ok(start.elapsed().as_secs_f64() * 1e9 / f64::from(iterations.max(1)))
 }

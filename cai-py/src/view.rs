@@ -198,7 +198,7 @@ fn make_view<'py>(
     version: Option<u64>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let iface = if host { Interface::Host } else { Interface::Cuda };
-    let mut parsed = crate::parse::parse(interface, iface)?;
+    let mut parsed = crate::parse::parse(interface, iface, crate::parse::Source::Argument)?;
     if let Some(version) = version {
         if crate::parse::rules_version(version, iface) != parsed.descriptor.version {
             return Err(Problem::value_error(format!(

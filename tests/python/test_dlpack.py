@@ -867,6 +867,15 @@ def test_two_byte_records_and_raw_bytes_are_not_exported_as_bfloat16():
         cai.as_array(np.zeros(3, [("x", "<i2")])).__dlpack__()
     with pytest.raises(BufferError, match=r"typestr: '\|V2' has no DLPack data type"):
         cai.as_array(np.zeros(3, "V2")).__dlpack__()
+    # `=` gives no byte order to raw bytes, as NumPy reads it: '=V2' is '|V2', not '<V2'.
+    arr = np.zeros(3, "<u2")
+    for typestr in ["=V2", "=b1", "=i1", "=S2", "=f4", "=U1"]:
+        ai = {"shape": (1,), "typestr": typestr, "data": (arr.ctypes.data, False), "version": 3}
+        producer = type("Native", (), {"__array_interface__": ai, "base": arr})()
+        assert cai.as_array(producer).typestr == np.asarray(producer).dtype.str, typestr
+    raw = cai.as_array(type("Native", (), {"__array_interface__": dict(ai, typestr="=V2"), "base": arr})())
+    with pytest.raises(BufferError, match=r"typestr: '\|V2' has no DLPack data type"):
+        raw.__dlpack__()
 
 
 def test_one_byte_items_have_no_byte_order_to_refuse():
@@ -883,6 +892,15 @@ def test_one_byte_items_have_no_byte_order_to_refuse():
     raw = cai.as_array(type("Raw", (), {"__array_interface__": dict(ai, typestr=other, shape=(2,)), "base": arr})())
     with pytest.raises(BufferError, match=rf"typestr: '{other}' has no DLPack data type"):
         raw.__dlpack__()
+
+
+def test_a_dlpack_producer_given_to_an_interface_reader_is_pointed_to_from_dlpack():
+    jnp = pytest.importorskip("jax.numpy")
+    for call, attribute in [(cai.as_array, "__array_interface__"), (cai.as_cuda_array, "__cuda_array_interface__")]:
+        with pytest.raises(TypeError, match=rf"^{attribute}: objects of type 'ArrayImpl' do not export it \(they offer __dlpack__: cai\.from_dlpack reads them\)$"):
+            call(jnp.arange(3.0))
+    with pytest.raises(TypeError, match=r"^__array_interface__: objects of type 'int' do not export it$"):
+        cai.as_array(3)
 
 
 def test_used_capsules_non_capsules_and_non_producers_are_refused():

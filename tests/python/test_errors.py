@@ -1,5 +1,6 @@
 """Bad input: the documented exception class, a message naming the key and the value."""
 
+import re
 import sys
 
 import pytest
@@ -61,6 +62,9 @@ VALUE_ERRORS = [
     # Bounded as NumPy bounds it, though there is no element to count.
     (bad(shape=(0, 2**62, 2**62)), r"shape: .* overflows: the product of its non-zero dimensions exceeds usize"),
     (bad(shape=(2**60, 0, 2)), r"shape: .* the product of its non-zero dimensions and the item size exceeds isize"),
+    # An item of 0 bytes counts as 1, as NumPy counts it: the elements are too many.
+    (bad(shape=(2**63,), typestr="|V0"), r"shape: .* overflows: the number of elements exceeds isize \(bounded as NumPy"),
+    (bad(shape=(2**63, 0), typestr="|V0"), r"product of its non-zero dimensions exceeds isize \(bounded as NumPy bounds it, with an item of 0"),
     (bad(strides=(2**62,), shape=(4,)), "strides: .* overflows"),
     (bad(version=-1), "version: -1 is negative"),
     (bad(version=4, stream=None, extra=1), "version: 4 is newer"),
@@ -104,6 +108,31 @@ def test_value_errors(desc, message):
 def test_non_mapping_is_a_type_error(value):
     with pytest.raises(TypeError, match=r"__cuda_array_interface__: expected a dict, received"):
         cai.as_cuda_array(Producer(value))
+
+
+def test_an_index_that_raises_is_named_with_its_exception():
+    class Broken:
+        def __index__(self):
+            raise ZeroDivisionError("inner detail")
+
+        def __repr__(self):
+            return "Broken()"
+
+    raised = r"received Broken\(\) \(Broken\), whose __index__ raised ZeroDivisionError: inner detail$"
+    cases = [
+        (dict(shape=(Broken(),)), "shape: expected a tuple of non-negative ints, "),
+        (dict(strides=(Broken(),)), "strides: expected None or a tuple of ints, "),
+        (dict(data=(Broken(), False)), "data: expected a (pointer: int, readonly: bool) tuple, "),
+        (dict(version=Broken()), "version: expected an int, "),
+    ]
+    for changes, start in cases:
+        with pytest.raises(TypeError, match="^" + re.escape(start) + ".*" + raised) as e:
+            cai.as_cuda_array(Producer(cai_dict(**changes)), check_pointers=False)
+        assert "PanicException" not in repr(e.value)
+        assert any(f.endswith("whose __index__ raised ZeroDivisionError: inner detail") for f in cai.validate(cai_dict(**changes)))
+    # An object with no __index__ at all is only named.
+    with pytest.raises(TypeError, match=r"received <object object at 0x[0-9a-f]+> \(object\)$"):
+        cai.as_cuda_array(Producer(cai_dict(shape=(object(),))))
 
 
 def test_object_without_interface():
@@ -311,7 +340,7 @@ def test_check_pointers_asked_for_without_a_driver_warns():
 def test_more_than_64_dimensions_are_refused_with_a_short_message(key, n):
     # NumPy and every DLPack consumer stop at 64: a view with more could go nowhere.
     d = cai_dict(shape=(1,) * (n if key == "shape" else 2), strides=(4,) * n if key == "strides" else None)
-    message = rf"^{key}: {n} entries; at most 64 dimensions are read \(NumPy's and DLPack's limit\)$"
+    message = rf"^{key}: {n} entries; at most 64 dimensions are read \(NumPy's limit\)$"
     with pytest.raises(ValueError, match=message):
         cai.as_cuda_array(Producer(d))
     with pytest.raises(ValueError, match=message):

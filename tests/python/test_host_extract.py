@@ -545,5 +545,8 @@ def test_a_bfloat16_argument_takes_raw_pairs_of_native_order_only():
     for typestr in ("|V2", ">V2"):
         with pytest.raises(TypeError, match=rf"\(raw bytes '{re.escape(typestr)}', not '<V2'\)"):
             fx.host_bf16(Pairs(typestr))
+    # `=V2` is raw bytes too, as NumPy reads it (`|V2`).
+    with pytest.raises(TypeError, match=r"\(raw bytes '\|V2', not '<V2'\)"):
+        fx.host_bf16(Pairs("=V2"))
     ml_dtypes = pytest.importorskip("ml_dtypes")
     assert fx.host_bf16(np.array([1.5, -2.0], dtype=ml_dtypes.bfloat16)) == [1.5, -2.0]

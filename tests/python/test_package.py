@@ -121,3 +121,23 @@ def test_stub_classes_are_the_runtime_classes():
         if any(isinstance(d, ast.Name) and d.id == "final" for d in node.decorator_list):
             with pytest.raises(TypeError):
                 type("Sub", (runtime,), {})
+
+
+def test_stub_declares_every_public_member_of_the_views():
+    # What a view offers at runtime beyond `object`'s members is in the stub (the shared
+    # `_View` protocol or the class itself), so that type checkers and readers see it.
+    import ast
+
+    import cai._cai as ext
+
+    tree = ast.parse((package_dir() / "_cai.pyi").read_text())
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+
+    def members(node):
+        return {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
+
+    for name in ("CudaArray", "HostArray"):
+        declared = members(classes["_View"]) | members(classes[name])
+        runtime = set(dir(getattr(ext, name))) - set(dir(object)) - {"__module__"}
+        assert runtime - declared == set(), name
+        assert declared - runtime == set(), name

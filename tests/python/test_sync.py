@@ -191,6 +191,16 @@ def test_configure_reports_and_validates():
         (lambda p: cai.as_cuda_array(p, policy="\udcff"), ValueError, r"policy: expected .* received '\\udcff'"),
         (lambda p: cai.as_cuda_array(p, policy="often"), ValueError, "policy: 'often' is not a sync policy"),
         (lambda p: cai.as_cuda_array(p, sync=False, policy="often"), ValueError, "policy: 'often' is not a sync policy"),
+        (
+            lambda p: cai.as_cuda_array(p, sync=False, policy="sync"),
+            ValueError,
+            "^policy: 'synchronize' contradicts sync=False, which is policy='ignore'; give one of the two$",
+        ),
+        (
+            lambda p: cai.from_cuda_array_interface(p.__cuda_array_interface__, sync=False, policy="wait"),
+            ValueError,
+            "^policy: 'wait' contradicts sync=False",
+        ),
         (lambda p: cai.validate(p, interface=5), TypeError, r"interface: expected 'cuda', 'host' or None, received 5"),
         (lambda p: cai.validate(p, interface="\udcff"), ValueError, r"interface: expected .* received '\\udcff'"),
         (lambda p: cai.validate(p, interface="gpu"), ValueError, "interface: 'gpu' is not 'cuda', 'host' or None"),
@@ -199,6 +209,12 @@ def test_configure_reports_and_validates():
 def test_text_arguments_of_the_wrong_kind_are_named_with_the_value(call, error, message):
     with pytest.raises(error, match=message):
         call(Producer(cai_dict()))
+
+
+def test_sync_false_agrees_with_policy_ignore():
+    p = Producer(cai_dict(stream=7))
+    for options in ({"sync": False}, {"sync": False, "policy": "ignore"}, {"policy": "0"}):
+        assert cai.as_cuda_array(p, check_pointers=False, **options).stream == 7
 
 
 @pytest.mark.parametrize(
@@ -222,13 +238,15 @@ def test_flag_arguments_of_the_wrong_kind_are_named_with_the_value(call, name):
     p = Producer(cai_dict())
     # A Python class that names itself as NumPy's bool is not it.
     poser = type("bool", (), {"__module__": "numpy", "__bool__": lambda s: True})()
+    # `copy` says None, as `__dlpack__(copy=...)` does: None (either) is a value of its own.
+    expected = "None, True or False" if name == "copy" else "True or False"
     for value, shown in [
         (1, r"1 \(int\)"),
         ("yes", r"'yes' \(str\)"),
         ([True], r"\[True\] \(list\)"),
         (poser, r"<numpy\.bool object at 0x[0-9a-f]+> \(bool\)"),
     ]:
-        with pytest.raises(TypeError, match=rf"^{name}: expected True or False, received {shown}$"):
+        with pytest.raises(TypeError, match=rf"^{name}: expected {expected}, received {shown}$"):
             call(p, value)
     # True, False, NumPy's bools and None (the default) are flags.
     with warnings.catch_warnings():

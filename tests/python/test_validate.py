@@ -87,6 +87,52 @@ def test_a_mapping_that_is_not_a_dict_is_validated_as_the_imports_read_it():
     assert cai.validate(Both()) == ["typestr: '<f9' is malformed: a float is 2, 4, 8, 10, 12 or 16 bytes"]
 
 
+def test_an_attribute_must_be_a_dict_as_numpy_and_pytorch_read_it():
+    import types
+
+    arr = np.arange(3.0)
+    host = type("H", (), {"__array_interface__": types.MappingProxyType(dict(arr.__array_interface__)), "base": arr})()
+    with pytest.raises(ValueError, match="must be a dict"):
+        np.asarray(host)
+    with pytest.raises(TypeError, match=r"^__array_interface__: expected a dict, received mappingproxy\(\{"):
+        cai.as_array(host)
+    with pytest.raises(TypeError, match=r"__array_interface__: expected a dict, received mappingproxy"):
+        fx.host_sum(host)
+    (finding,) = cai.validate(host)
+    assert finding.startswith("__array_interface__: expected a dict, received mappingproxy({") and finding.endswith(" (mappingproxy)")
+    # The dict itself, given to cai, is read (through a copy) as before.
+    assert cai.validate(host.__array_interface__, interface="host") == []
+
+    device = Producer(types.MappingProxyType(cai_dict(typestr="<f3")))
+    with pytest.raises(TypeError, match=r"^__cuda_array_interface__: expected a dict, received mappingproxy"):
+        cai.as_cuda_array(device, check_pointers=False)
+    with pytest.raises(TypeError, match=r"__cuda_array_interface__: expected a dict, received mappingproxy"):
+        fx.describe_f32(device)
+    # Every problem: the type of the attribute, then what its items hold.
+    not_a_dict, typestr = cai.validate(device)
+    assert not_a_dict.startswith("__cuda_array_interface__: expected a dict, received mappingproxy({")
+    assert typestr == "typestr: '<f3' is malformed: a float is 2, 4, 8, 10, 12 or 16 bytes"
+    # A dict subclass is a dict.
+    sub = Producer(type("D", (dict,), {})(cai_dict()))
+    assert cai.as_cuda_array(sub, check_pointers=False).shape == (4,) and cai.validate(sub) == []
+
+
+def test_numpy_s_offset_key_is_named_as_numpy_reads_it():
+    arr = np.arange(4.0)
+    ai = dict(arr.__array_interface__, offset=8)
+    producer = type("Offset", (), {"__array_interface__": ai, "base": arr})()
+    # With a data tuple, NumPy applies no offset; neither does cai, and validate says so.
+    assert np.asarray(producer).ctypes.data == cai.as_array(producer).ptr == arr.ctypes.data
+    assert cai.validate(producer) == [
+        "__array_interface__: key 'offset' applies to buffer data only, which cai does not read; with a (pointer, "
+        "read-only) data tuple NumPy ignores it, and so does cai"
+    ]
+    # The CUDA interface has no such key.
+    assert cai.validate(cai_dict(offset=8)) == [
+        "__cuda_array_interface__: key 'offset' is not defined by any version of the interface"
+    ]
+
+
 def test_version_rules():
     assert cai.validate(cai_dict(version=2, stream=1)) == [
         "stream: received 1 in a version 2 descriptor; streams exist from version 3"
