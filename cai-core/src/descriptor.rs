@@ -552,14 +552,15 @@ impl Descriptor {
     /// An empty array has no elements to count: its message says what is bounded.
     #[cold]
     fn size_overflow(&self, bytes: bool) -> Error {
-        // NumPy bounds an array of 0-byte items as one of 1-byte items.
+        // cai bounds an array of 0-byte items as one of 1-byte items; NumPy bounds only its
+        // dimensions.
         let zero_bytes = bytes && self.itemsize() == 0;
         let detail = match (self.shape.contains(&0), bytes, zero_bytes) {
             (false, false, _) => "the number of elements exceeds usize",
             (false, true, false) => "the number of bytes exceeds isize",
             (false, true, true) => {
-                "the number of elements exceeds isize (bounded as NumPy bounds it, with an item of 0 \
-                                   bytes counted as 1)"
+                "the number of elements exceeds isize (cai counts an item of 0 bytes as 1 byte; NumPy does not bound \
+                 such arrays)"
             }
             (true, false, _) => {
                 "the product of its non-zero dimensions exceeds usize (bounded as NumPy bounds it, though the array \
@@ -570,8 +571,8 @@ impl Descriptor {
                  though the array is empty)"
             }
             (true, true, true) => {
-                "the product of its non-zero dimensions exceeds isize (bounded as NumPy bounds it, with an item of 0 \
-                 bytes counted as 1, though the array is empty)"
+                "the product of its non-zero dimensions exceeds isize (cai counts an item of 0 bytes as 1 byte, though \
+                 the array is empty; NumPy does not bound such arrays)"
             }
         };
         self.overflow("shape", detail)

@@ -35,7 +35,8 @@ pub enum ByteOrder {
 }
 
 impl ByteOrder {
-    /// The byte order of the machine this code runs on (what `=` means).
+    /// The byte order of the machine this code runs on (what `=` means where a byte order
+    /// applies).
     pub const NATIVE: ByteOrder = if cfg!(target_endian = "little") { ByteOrder::Little } else { ByteOrder::Big };
 
     /// The order a typestr's first byte names (`=` read as [`ByteOrder::NATIVE`]; see

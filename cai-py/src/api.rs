@@ -21,8 +21,8 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
     // The stream object's code (`__index__`, `__cuda_stream__`, properties) may call cai
     // again, with a stream object again.
     let _nesting = parse::Nesting::enter("stream")?;
-    let not_a_stream = || -> PyErr {
-        match received(obj) {
+    let not_a_stream = |failure: Option<PyErr>| -> PyErr {
+        match crate::error::received_not_int(obj, failure) {
             Ok(r) => Problem::type_error(format!(
                 "stream: expected None, an int or a stream object (with __cuda_stream__, .cuda_stream or .ptr), \
                  received {r}"
@@ -66,7 +66,7 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
         Stream::from_raw(Some(raw)).map(Some).map_err(|e| Problem::from(e).into())
     };
     if obj.is_instance_of::<PyBool>() {
-        return Err(not_a_stream());
+        return Err(not_a_stream(None));
     }
     if obj.is_instance_of::<pyo3::types::PyInt>() {
         return match int_like::<i64>(obj)? {
@@ -92,7 +92,11 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
                     None => Err(not_handle(value, source, "")),
                 }
             }
-            IntLike::NotInt(_) => Err(not_handle(value, source, "")),
+            IntLike::NotInt(None) => Err(not_handle(value, source, "")),
+            IntLike::NotInt(Some(e)) => {
+                let why = format!(" (the handle's __index__ failed with {})", parse::exception_text(py, e)?);
+                Err(not_handle(value, source, &why))
+            }
         }
     };
     let handle = if let Some(method) = obj.getattr_opt(pyo3::intern!(py, "__cuda_stream__"))? {
@@ -117,7 +121,7 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
         // A cai view's `.ptr` is its data pointer, not a stream.
         for key in ["__cuda_array_interface__", "__array_interface__", "__dlpack__"] {
             if obj.get_type().getattr_opt(key)?.is_some() {
-                return Err(not_a_stream());
+                return Err(not_a_stream(None));
             }
         }
         read_handle(&h, &h, ".ptr")?
@@ -130,7 +134,7 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
                 Ok(r) => Err(Problem::value_error(format!("stream: {r} is not a stream handle")).into()),
                 Err(e) => Err(e),
             },
-            IntLike::NotInt(_) => Err(not_a_stream()),
+            IntLike::NotInt(failure) => Err(not_a_stream(failure)),
         };
     };
     match handle {
@@ -207,13 +211,15 @@ fn given_options(py: Python<'_>, given: Options<'_, '_>) -> PyResult<ImportOptio
     warn_unchecked(py, check_pointers)?;
     // `sync=False` is `policy='ignore'`: another policy given with it contradicts it. Options
     // the call gives are not read (a malformed variable for one of them does not matter).
+    let given_policy = policy;
     let policy = match (sync, policy_argument("policy", policy)?) {
         (false, Some(p)) if p != SyncPolicy::Ignore => {
+            let shown = given_policy.map(crate::shown::shown).transpose()?.unwrap_or_default();
             return Err(Problem::value_error(format!(
-                "policy: '{}' contradicts sync=False, which is policy='ignore'; give one of the two",
+                "policy: {shown} ('{}') contradicts sync=False, which is policy='ignore'; give one of the two",
                 p.name()
             ))
-            .into())
+            .into());
         }
         (false, _) => SyncPolicy::Ignore,
         (true, Some(p)) => p,
@@ -357,7 +363,7 @@ pub fn as_array<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
 /// problem found, one message per problem (an empty list when it conforms).
 ///
 /// `obj` is an object exporting an interface, or an interface dict (a dict, or another
-/// mapping that exports neither interface, read as a CUDA one unless `interface='host'`).
+/// mapping, that exports neither interface, read as a CUDA one unless `interface='host'`).
 /// `interface`: `'cuda'` checks `__cuda_array_interface__`, `'host'` NumPy's
 /// `__array_interface__`, and None (the default) the CUDA one when `obj` has it, else the
 /// host one; findings about the host interface start with `__array_interface__: `, so a
@@ -380,7 +386,9 @@ pub fn validate<'py>(obj: &Bound<'py, PyAny>, interface: Option<&Bound<'py, PyAn
             return Err(Problem::value_error(format!("interface: '{other}' is not 'cuda', 'host' or None")).into())
         }
     };
-    if obj.is_instance_of::<PyDict>() {
+    // A dict is read as an interface dict; one of a subclass that exports an interface is
+    // read by its interface, as the imports read it (and as another mapping is, below).
+    if obj.is_exact_instance_of::<PyDict>() {
         let iface = if interface == Some("host") { Interface::Host } else { Interface::Cuda };
         return parse::findings(py, Ok(obj.clone()), iface, Source::Argument);
     }
@@ -392,8 +400,9 @@ pub fn validate<'py>(obj: &Bound<'py, PyAny>, interface: Option<&Bound<'py, PyAn
             Err(e) => return parse::findings(py, Err(e), iface, Source::Attribute),
         }
     }
-    // A mapping other than a dict (a `MappingProxyType`, say), as `from_cuda_array_interface` reads it.
-    if parse::is_mapping(obj)? {
+    // A dict of a subclass, or another mapping (a `MappingProxyType`, say), as
+    // `from_cuda_array_interface` reads it.
+    if obj.is_instance_of::<PyDict>() || parse::is_mapping(obj)? {
         let iface = if interface == Some("host") { Interface::Host } else { Interface::Cuda };
         return parse::findings(py, Ok(obj.clone()), iface, Source::Argument);
     }
@@ -445,13 +454,14 @@ pub fn configure<'py>(
         Some(v) => {
             // An int-like value's `__index__` may call cai again.
             let _nesting = parse::Nesting::enter("export_version")?;
-            let wrong_type = || -> PyResult<PyErr> {
-                Ok(Problem::type_error(format!("export_version: expected 2 or 3, received {}", received(v)?)).into())
+            let wrong_type = |failure| -> PyResult<PyErr> {
+                let shown = crate::error::received_not_int(v, failure)?;
+                Ok(Problem::type_error(format!("export_version: expected 2 or 3, received {shown}")).into())
             };
             match int_like::<i64>(v)? {
                 IntLike::Value(2) => Some(2),
                 IntLike::Value(3) => Some(3),
-                IntLike::NotInt(_) => return Err(wrong_type()?),
+                IntLike::NotInt(failure) => return Err(wrong_type(failure)?),
                 // An int-like's message says what its `__index__` gave as well.
                 IntLike::Value(n) => {
                     let shown = received_int(v, Some(&n.into_pyobject(py)?))?;
@@ -545,8 +555,9 @@ pub fn pointer_attributes<'py>(ptr: &Bound<'py, PyAny>) -> PyResult<Bound<'py, P
             ))
             .into());
         }
-        IntLike::NotInt(_) => {
-            return Err(Problem::type_error(format!("ptr: expected an int, received {}", received(ptr)?)).into())
+        IntLike::NotInt(failure) => {
+            let shown = crate::error::received_not_int(ptr, failure)?;
+            return Err(Problem::type_error(format!("ptr: expected an int, received {shown}")).into());
         }
     };
     drop(nesting);

@@ -232,8 +232,8 @@ fn export_stream(value: Option<&Bound<'_, PyAny>>, memory: Memory) -> PyResult<O
             let shown = received_int(value, index.as_ref())?;
             return Err(PyValueError::new_err(format!("stream: {shown} is not a stream")));
         }
-        IntLike::NotInt(_) => {
-            let shown = received(value)?;
+        IntLike::NotInt(failure) => {
+            let shown = crate::error::received_not_int(value, failure)?;
             return Err(PyTypeError::new_err(format!("stream: expected None or an int, received {shown}")));
         }
     };

@@ -164,6 +164,18 @@ pub(crate) fn received(value: &Bound<'_, PyAny>) -> PyResult<String> {
     Ok(format!("{} ({})", crate::shown::shown(value)?, type_name(value)?))
 }
 
+/// [`received`] for a value read as an int that is not one, with how its `__index__`
+/// failed where it has one that raised (`failure`, as [`IntLike::NotInt`] carries it).
+///
+/// [`IntLike::NotInt`]: crate::parse::IntLike::NotInt
+pub(crate) fn received_not_int(value: &Bound<'_, PyAny>, failure: Option<PyErr>) -> PyResult<String> {
+    let shown = received(value)?;
+    match failure {
+        None => Ok(shown),
+        Some(e) => Ok(format!("{shown}, {}", crate::parse::index_failure(value.py(), e)?)),
+    }
+}
+
 /// [`received`] for a value read as an int: an int-like object (one with `__index__`)
 /// whose text does not show `index`, the int its `__index__` gave, is shown with it, as in
 /// `<Size object at 0x7f..> (Size; its __index__ gave 1180591620717411303424)`.

@@ -31,7 +31,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple, PyType};
 use pyo3::{ffi, intern, Borrowed, PyTypeInfo};
 
-use crate::error::{received, received_int, Problem};
+use crate::error::{received, received_int, received_not_int, Problem};
 
 /// Which of the two interfaces a dict belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,6 +145,12 @@ pub(crate) fn must_propagate(py: Python<'_>, e: &PyErr) -> bool {
     !e.is_instance_of::<pyo3::exceptions::PyException>(py)
         || e.is_instance_of::<PyMemoryError>(py)
         || e.is_instance_of::<PyRecursionError>(py)
+}
+
+/// `whose __index__ failed with TypeName: message`: how an int-like value's `__index__`
+/// failed (the error [`IntLike::NotInt`] carries), for a message about the value.
+pub(crate) fn index_failure(py: Python<'_>, e: PyErr) -> PyResult<String> {
+    Ok(format!("whose __index__ failed with {}", exception_text(py, e)?))
 }
 
 /// What an int-like value holds, read as a `T` by [`int_like`].
@@ -543,6 +549,8 @@ pub(crate) fn exception_text(py: Python<'_>, e: PyErr) -> PyResult<String> {
     // The producer's exception, quoted by its start as values are (its text may be 10 MB).
     let name = cai_core::shortened(crate::error::name_text(py, e.get_type(py).name(), "an exception")?);
     match e.value(py).str() {
+        // An exception with no text is named alone.
+        Ok(text) if text.is_empty().unwrap_or(false) => Ok(name),
         Ok(text) => Ok(format!("{name}: {}", cai_core::shortened(text.to_string_lossy().into_owned()))),
         Err(inner) if crate::shown::propagates(py, &inner) => Err(inner),
         Err(_) => Ok(name),
@@ -584,6 +592,15 @@ fn as_dict<'py>(value: &Bound<'py, PyAny>, iface: Interface) -> Result<Bound<'py
     if let Ok(d) = value.cast::<PyDict>() {
         return Ok(d.clone());
     }
+    match copy_mapping(value, iface)? {
+        Some(dict) => Ok(dict),
+        None => Err(not_a_dict(value, iface)?.into()),
+    }
+}
+
+/// A copy of `value` as a dict when it is a mapping (checked once), or `None` when it is
+/// not one.
+fn copy_mapping<'py>(value: &Bound<'py, PyAny>, iface: Interface) -> Result<Option<Bound<'py, PyDict>>, Failure> {
     let py = value.py();
     // Both steps run the producer's code (`__instancecheck__`, `__class__`, `keys`,
     // `__getitem__`): an ordinary exception there is a problem with the interface.
@@ -594,8 +611,7 @@ fn as_dict<'py>(value: &Bound<'py, PyAny>, iface: Interface) -> Result<Bound<'py
         Ok(Some(PyDict::type_object(py).call1((value,))?.cast_into().map_err(PyErr::from)?))
     };
     match copy() {
-        Ok(Some(dict)) => Ok(dict),
-        Ok(None) => Err(not_a_dict(value, iface)?.into()),
+        Ok(copied) => Ok(copied),
         Err(e) => Err(Problem::type_error(format!(
             "{}: reading {} as a mapping raised {}",
             iface.attribute(),
@@ -940,7 +956,7 @@ fn spelled_as_default(descr: &Bound<'_, PyAny>, typestr: &Bound<'_, PyAny>) -> b
 
 /// A `descr` that only restates the typestr is dropped; any other is a record's. For a
 /// raw-bytes typestr that takes the same spelling (`default_spelling`); a one-field descr
-/// of the same type spelled otherwise (`[('', '=V2')]` for `'<V2'`) is a record for
+/// of the same type spelled otherwise (`[('', '=V2')]` for `'|V2'`) is a record for
 /// NumPy, and kept as one with an explicit shape `()`, which says so in Rust and in
 /// exports.
 fn simplify_descr(descriptor: &mut Descriptor, default_spelling: bool) {
@@ -998,8 +1014,8 @@ fn note<T>(out: &mut Vec<String>, result: Result<T, Failure>) -> PyResult<Option
     }
 }
 
-/// The findings of an interface value. An attribute's mapping that is not a dict is noted
-/// as such, and its items read as those of a dict given to cai.
+/// The findings of an interface value. An attribute that is not a dict is noted as such,
+/// and when it is another mapping, its items are read as those of a dict given to cai.
 fn collect_value(
     value: &Bound<'_, PyAny>,
     iface: Interface,
@@ -1007,10 +1023,14 @@ fn collect_value(
     out: &mut Vec<String>,
     alone: bool,
 ) -> PyResult<()> {
-    if source == Source::Attribute && !value.is_instance_of::<PyDict>() && is_mapping(value)? {
-        out.push(not_a_dict(value, iface)?.message);
-    }
-    match note(out, as_dict(value, iface))? {
+    let dict = match source {
+        Source::Attribute if !value.is_instance_of::<PyDict>() => {
+            out.push(not_a_dict(value, iface)?.message);
+            note(out, copy_mapping(value, iface))?.flatten()
+        }
+        _ => note(out, as_dict(value, iface))?,
+    };
+    match dict {
         Some(dict) => collect(&dict, iface, out, alone),
         None => Ok(()),
     }
@@ -1197,15 +1217,10 @@ fn integer(value: &Bound<'_, PyAny>, key: &'static str, expected: &'static str) 
             Err(_) => too_big(Some(&index)),
         },
         IntLike::OutOfRange(None) => too_big(None),
-        IntLike::NotInt(None) => Err(wrong_type(key, expected, value)),
-        // What the producer's `__index__` raised says more than the value's type.
-        IntLike::NotInt(Some(e)) => match (received(value), exception_text(value.py(), e)) {
-            (Ok(shown), Ok(text)) => {
-                Err(Error::WrongType { key, expected, received: format!("{shown}, whose __index__ raised {text}") }
-                    .into())
-            }
-            (Err(e), _) | (_, Err(e)) => Err(Failure::raised(e)),
-        },
+        // What the producer's `__index__` raised, if it has one, says more than the type.
+        IntLike::NotInt(failure) => {
+            Err(Error::WrongType { key, expected, received: received_not_int(value, failure)? }.into())
+        }
     }
 }
 
@@ -1552,7 +1567,8 @@ fn sub_array_shape(
                 None => Some(n.into_pyobject(d.py())?),
             },
             IntLike::OutOfRange(index) => index,
-            IntLike::NotInt(_) => return Ok(Err(bad()?)),
+            IntLike::NotInt(None) => return Ok(Err(bad()?)),
+            IntLike::NotInt(failure) => return Ok(Err(format!("{}: {}", bad()?, received_not_int(&d, failure)?))),
         };
         // An int-like's text may not show the int its `__index__` gave.
         let shown = crate::shown::shown(&d)?;

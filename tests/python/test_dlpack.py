@@ -901,6 +901,20 @@ def test_a_dlpack_producer_given_to_an_interface_reader_is_pointed_to_from_dlpac
             call(jnp.arange(3.0))
     with pytest.raises(TypeError, match=r"^__array_interface__: objects of type 'int' do not export it$"):
         cai.as_array(3)
+    # Any object that offers __dlpack__, JAX or not; a __dlpack__ attribute that raises
+    # is no offer, and one that must propagate does.
+    offers = type("Offers", (), {"__dlpack__": lambda s, **k: None})()
+    with pytest.raises(TypeError, match=r"^__array_interface__: objects of type 'Offers' do not export it \(they offer"):
+        cai.as_array(offers)
+    broken = type("Broken", (), {"__dlpack__": property(lambda s: 1 / 0)})()
+    with pytest.raises(TypeError, match=r"^__cuda_array_interface__: objects of type 'Broken' do not export it$"):
+        cai.as_cuda_array(broken)
+
+    def interrupt(s):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        cai.as_array(type("Interrupting", (), {"__dlpack__": property(interrupt)})())
 
 
 def test_used_capsules_non_capsules_and_non_producers_are_refused():

@@ -62,9 +62,9 @@ VALUE_ERRORS = [
     # Bounded as NumPy bounds it, though there is no element to count.
     (bad(shape=(0, 2**62, 2**62)), r"shape: .* overflows: the product of its non-zero dimensions exceeds usize"),
     (bad(shape=(2**60, 0, 2)), r"shape: .* the product of its non-zero dimensions and the item size exceeds isize"),
-    # An item of 0 bytes counts as 1, as NumPy counts it: the elements are too many.
-    (bad(shape=(2**63,), typestr="|V0"), r"shape: .* overflows: the number of elements exceeds isize \(bounded as NumPy"),
-    (bad(shape=(2**63, 0), typestr="|V0"), r"product of its non-zero dimensions exceeds isize \(bounded as NumPy bounds it, with an item of 0"),
+    # cai counts an item of 0 bytes as 1 (NumPy does not bound these): the elements are too many.
+    (bad(shape=(2**63,), typestr="|V0"), r"shape: .* overflows: the number of elements exceeds isize \(cai counts an item of 0 bytes as 1 byte; NumPy does not bound such arrays\)$"),
+    (bad(shape=(2**63, 0), typestr="|V0"), r"product of its non-zero dimensions exceeds isize \(cai counts an item of 0 bytes as 1 byte, though the array is empty; NumPy"),
     (bad(strides=(2**62,), shape=(4,)), "strides: .* overflows"),
     (bad(version=-1), "version: -1 is negative"),
     (bad(version=4, stream=None, extra=1), "version: 4 is newer"),
@@ -110,15 +110,18 @@ def test_non_mapping_is_a_type_error(value):
         cai.as_cuda_array(Producer(value))
 
 
+class Broken:
+    """An int-like value whose `__index__` raises."""
+
+    def __index__(self):
+        raise ZeroDivisionError("inner detail")
+
+    def __repr__(self):
+        return "Broken()"
+
+
 def test_an_index_that_raises_is_named_with_its_exception():
-    class Broken:
-        def __index__(self):
-            raise ZeroDivisionError("inner detail")
-
-        def __repr__(self):
-            return "Broken()"
-
-    raised = r"received Broken\(\) \(Broken\), whose __index__ raised ZeroDivisionError: inner detail$"
+    raised = r"received Broken\(\) \(Broken\), whose __index__ failed with ZeroDivisionError: inner detail$"
     cases = [
         (dict(shape=(Broken(),)), "shape: expected a tuple of non-negative ints, "),
         (dict(strides=(Broken(),)), "strides: expected None or a tuple of ints, "),
@@ -129,10 +132,58 @@ def test_an_index_that_raises_is_named_with_its_exception():
         with pytest.raises(TypeError, match="^" + re.escape(start) + ".*" + raised) as e:
             cai.as_cuda_array(Producer(cai_dict(**changes)), check_pointers=False)
         assert "PanicException" not in repr(e.value)
-        assert any(f.endswith("whose __index__ raised ZeroDivisionError: inner detail") for f in cai.validate(cai_dict(**changes)))
+        assert any(f.endswith("whose __index__ failed with ZeroDivisionError: inner detail") for f in cai.validate(cai_dict(**changes)))
+    # An exception without text is named alone; a `__repr__` that must propagate does, and
+    # the exception's own text is then not asked for.
+    class Quiet:
+        def __index__(self):
+            raise ZeroDivisionError
+
+        def __repr__(self):
+            return "Quiet()"
+
+    with pytest.raises(TypeError, match=r"received Quiet\(\) \(Quiet\), whose __index__ failed with ZeroDivisionError$"):
+        cai.as_cuda_array(Producer(cai_dict(shape=(Quiet(),))))
+    asked = []
+
+    class Loud(Exception):
+        def __str__(self):
+            asked.append("str")
+            return "loud"
+
+    class Interrupting:
+        def __index__(self):
+            raise Loud
+
+        def __repr__(self):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        cai.as_cuda_array(Producer(cai_dict(shape=(Interrupting(),))))
+    assert asked == []
     # An object with no __index__ at all is only named.
     with pytest.raises(TypeError, match=r"received <object object at 0x[0-9a-f]+> \(object\)$"):
         cai.as_cuda_array(Producer(cai_dict(shape=(object(),))))
+
+
+def test_every_int_read_names_an_index_that_fails():
+    tail = re.escape("Broken() (Broken), whose __index__ failed with ZeroDivisionError: inner detail")
+    p = Producer(cai_dict())
+    view = cai.as_cuda_array(p, check_pointers=False)
+    calls = [
+        lambda: cai.as_cuda_array(Producer(cai_dict(typestr="|V8", descr=[("a", "<f4", (Broken(),))])), check_pointers=False),
+        lambda: cai.as_cuda_array(p, stream=Broken(), check_pointers=False),
+        lambda: view.__dlpack__(stream=Broken()),
+        lambda: cai.pointer_attributes(Broken()),
+        lambda: cai.configure(export_version=Broken()),
+    ]
+    for call in calls:
+        with pytest.raises((TypeError, ValueError), match=tail):
+            call()
+    stream = type("S", (), {"cuda_stream": Broken()})()
+    handle = re.escape("(the handle's __index__ failed with ZeroDivisionError: inner detail)")
+    with pytest.raises(ValueError, match=rf"^stream: \.cuda_stream gave Broken\(\) \(Broken\), which is not a stream handle {handle}$"):
+        cai.as_cuda_array(p, stream=stream, check_pointers=False)
 
 
 def test_object_without_interface():

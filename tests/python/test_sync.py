@@ -194,12 +194,12 @@ def test_configure_reports_and_validates():
         (
             lambda p: cai.as_cuda_array(p, sync=False, policy="sync"),
             ValueError,
-            "^policy: 'synchronize' contradicts sync=False, which is policy='ignore'; give one of the two$",
+            r"^policy: 'sync' \('synchronize'\) contradicts sync=False, which is policy='ignore'; give one of the two$",
         ),
         (
             lambda p: cai.from_cuda_array_interface(p.__cuda_array_interface__, sync=False, policy="wait"),
             ValueError,
-            "^policy: 'wait' contradicts sync=False",
+            r"^policy: 'wait' \('wait'\) contradicts sync=False",
         ),
         (lambda p: cai.validate(p, interface=5), TypeError, r"interface: expected 'cuda', 'host' or None, received 5"),
         (lambda p: cai.validate(p, interface="\udcff"), ValueError, r"interface: expected .* received '\\udcff'"),

@@ -117,6 +117,65 @@ def test_an_attribute_must_be_a_dict_as_numpy_and_pytorch_read_it():
     assert cai.as_cuda_array(sub, check_pointers=False).shape == (4,) and cai.validate(sub) == []
 
 
+def test_a_non_dict_attribute_is_one_finding_however_its_class_answers():
+    import types
+
+    class Flip:
+        # `__class__` fails at one ask and says dict at the next: one mapping check only.
+        asks = 0
+
+        @property
+        def __class__(self):
+            Flip.asks += 1
+            if Flip.asks % 2:
+                raise AttributeError("first")
+            return dict
+
+        def __init__(self, d):
+            self.d = d
+
+        def keys(self):
+            return self.d.keys()
+
+        def __getitem__(self, k):
+            return self.d[k]
+
+    producer = Producer(Flip(cai_dict()))
+    for start in (0, 1):
+        Flip.asks = start
+        findings = cai.validate(producer)
+        not_a_dict = [f.startswith("__cuda_array_interface__: expected a dict, received <") for f in findings]
+        assert not_a_dict[0] and not_a_dict.count(True) == 1, findings
+        Flip.asks = start
+        with pytest.raises(TypeError, match="^__cuda_array_interface__: expected a dict, received <"):
+            cai.as_cuda_array(producer, check_pointers=False)
+
+    # A chain of masks whose interfaces are mappings ends in the finding of a plain chain,
+    # not in a RecursionError.
+    class SelfMask:
+        @property
+        def __cuda_array_interface__(self):
+            return types.MappingProxyType(cai_dict(mask=self))
+
+    class PlainSelfMask:
+        @property
+        def __cuda_array_interface__(self):
+            return cai_dict(mask=self)
+
+    findings = cai.validate(SelfMask())
+    assert findings[0].startswith("__cuda_array_interface__: expected a dict, received mappingproxy(")
+    assert findings[-1:] == cai.validate(PlainSelfMask()) and "masks nest deeper than cai reads" in findings[-1]
+
+    # A dict of a subclass that exports an interface is read by it, as the imports read it.
+    class D(dict):
+        __cuda_array_interface__ = types.MappingProxyType(cai_dict())
+
+    (finding,) = cai.validate(D(cai_dict()))
+    assert finding.startswith("__cuda_array_interface__: expected a dict, received mappingproxy(")
+    with pytest.raises(TypeError, match="expected a dict, received mappingproxy"):
+        cai.as_cuda_array(D(cai_dict()), check_pointers=False)
+
+
 def test_numpy_s_offset_key_is_named_as_numpy_reads_it():
     arr = np.arange(4.0)
     ai = dict(arr.__array_interface__, offset=8)
