@@ -386,12 +386,8 @@ pub fn validate<'py>(obj: &Bound<'py, PyAny>, interface: Option<&Bound<'py, PyAn
             return Err(Problem::value_error(format!("interface: '{other}' is not 'cuda', 'host' or None")).into())
         }
     };
-    // A dict is read as an interface dict; one of a subclass that exports an interface is
-    // read by its interface, as the imports read it (and as another mapping is, below).
-    if obj.is_exact_instance_of::<PyDict>() {
-        let iface = if interface == Some("host") { Interface::Host } else { Interface::Cuda };
-        return parse::findings(py, Ok(obj.clone()), iface, Source::Argument);
-    }
+    // An object's interface first, as the imports read it: a dict subclass or another
+    // mapping may export one.
     for &iface in wanted {
         match parse::attribute(obj, iface) {
             Ok(Some(value)) => return parse::findings(py, Ok(value), iface, Source::Attribute),
@@ -400,7 +396,7 @@ pub fn validate<'py>(obj: &Bound<'py, PyAny>, interface: Option<&Bound<'py, PyAn
             Err(e) => return parse::findings(py, Err(e), iface, Source::Attribute),
         }
     }
-    // A dict of a subclass, or another mapping (a `MappingProxyType`, say), as
+    // An interface dict itself: a dict, or another mapping (a `MappingProxyType`, say), as
     // `from_cuda_array_interface` reads it.
     if obj.is_instance_of::<PyDict>() || parse::is_mapping(obj)? {
         let iface = if interface == Some("host") { Interface::Host } else { Interface::Cuda };
