@@ -349,6 +349,9 @@ fn is_numpy_scalar(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
         Some(generic) => generic.bind(py).clone(),
         None => {
             let none_unless_interrupted = |e: PyErr| if parse::must_propagate(py, &e) { Err(e) } else { Ok(false) };
+            // `sys.modules` and the module's attribute may be anything, whose code may
+            // call cai again.
+            let _nesting = parse::Nesting::enter("numpy.generic")?;
             // SAFETY: the GIL is held; a new reference, or null (with an exception set
             // only when the lookup failed).
             let numpy = unsafe { pyo3::ffi::PyImport_GetModule(pyo3::intern!(py, "numpy").as_ptr()) };

@@ -479,6 +479,18 @@ AGAIN = {
         "import warnings\nwarnings.simplefilter('always')\nwarnings.showwarning = lambda *a, **k: again()\nclass S: pass",
         "cai.as_cuda_array(Q(), check_pointers=True)",
     ),
+    # A writable host argument is checked for a NumPy scalar: `numpy.generic` is looked up
+    # in whatever `sys.modules['numpy']` is.
+    "numpy.generic lookup": (
+        "import types\n"
+        "class FakeNumpy(types.ModuleType):\n"
+        "    def __getattr__(self, name):\n"
+        "        if name == 'generic': again()\n"
+        "        raise AttributeError(name)\n"
+        "sys.modules['numpy'] = FakeNumpy('numpy')\n"
+        "class S: __array_interface__ = {'version': 3, 'shape': (4,), 'typestr': '<f8', 'data': (PTR, False)}",
+        "fx.host_hold(S(), lambda: None)",
+    ),
 }
 
 
@@ -504,6 +516,73 @@ def test_an_argument_that_calls_cai_again_ends_in_the_nesting_limit(where):
     else:
         # cai's limit, not Python's.
         assert re.fullmatch(r"RecursionError: maximum recursion depth exceeded while reading .* \(\d+ nested reads\)\n", out), out
+
+
+# Code that cai runs several times from each level, for the message of each bad value
+# (its `__repr__` and its type's `__name__`), and that calls cai again once: the depth
+# limit alone would let it make 3^64 calls or more. Where the code sits, by name.
+QUOTED = {
+    "repr": "d['shape'] = R(); d['typestr'] = R(); d['data'] = R()",
+    "type name": "d['shape'] = N(); d['typestr'] = N(); d['data'] = N()",
+    "keys": "d.update({R(): 0, R(): 1, R(): 2})",
+    "descr": "d['typestr'] = '|V12'; d['descr'] = [('a', R()), ('b', R()), ('c', R())]",
+}
+
+
+@pytest.mark.parametrize("where", list(QUOTED))
+def test_code_that_messages_run_and_that_calls_cai_again_is_bounded(where):
+    # Before the count, each of these ran for hours (a validate whose three bad keys'
+    # reprs validate again made 4 million calls in 8 s and went on).
+    out = results(
+        f"""
+        import time
+        calls = [0]
+        def again():
+            calls[0] += 1
+            try:
+                entry()
+            except Exception:
+                pass
+        class R:
+            def __repr__(self): again(); return "R"
+        class Named(type):
+            @property
+            def __name__(cls): again(); return "N"
+        class N(metaclass=Named):
+            def __repr__(self): return "N"
+        def make():
+            d = {{"shape": (4,), "typestr": "<f4", "data": (PTR, False), "version": 3}}
+            {QUOTED[where]}
+            return d
+        class H:
+            @property
+            def __cuda_array_interface__(self):
+                return make()
+        out = {{}}
+        for name, call in [
+            ("validate", lambda: cai.validate(H())),
+            ("validate dict", lambda: cai.validate(make())),
+            ("as_cuda_array", lambda: cai.as_cuda_array(H())),
+            ("from_cuda_array_interface", lambda: cai.from_cuda_array_interface(make())),
+            ("extractor", lambda: fx.describe_f32(H())),
+        ]:
+            entry = call
+            calls[0] = 0
+            t = time.perf_counter()
+            outcome = deep(call, show=lambda c: kind(c) if kind(c) != "ok" else "ok")
+            out[name] = (outcome, calls[0], time.perf_counter() - t)
+        print(out)
+        """
+    )
+    for name, (outcome, calls, seconds) in out.items():
+        assert outcome in {"ok", "TypeError", "ValueError"}, (name, out)
+        # A count of 4,096 for the code of each value that the outermost message quotes.
+        assert calls <= 8 * 4096 and seconds < 30, (name, out)
+    # validate quotes every bad value: its recursion branches, and the count ends it (the
+    # depth limit alone would let it go on), after some thousands of calls.
+    for name in ["validate", "validate dict"]:
+        assert out[name][0] == "ok" and out[name][1] >= 1024, out
+
 
 
 # -- exceptions that must propagate unchanged ----------------------------------------------------
@@ -1956,6 +2035,36 @@ def test_an_unraisable_hook_that_causes_the_report_it_handles_ends_before_the_c_
         "Exception ignored: cai dropped an exception instead of reporting it through sys.unraisablehook, 64 levels "
         "of nested reads and reports deep on this thread (a hook that causes the failures it reports?)"
     ), r.stderr[-2000:]
+
+
+def test_an_unraisable_hook_that_causes_two_reports_for_each_it_handles_ends():
+    # The depth limit alone would let such a hook run 2^64 times.
+    code = """
+        import time
+        reports = [0]
+        def hook(u):
+            reports[0] += 1
+            fx.report_unraisable("again")
+            fx.report_unraisable("again")
+        sys.unraisablehook = hook
+        t = time.perf_counter()
+        deep(lambda: fx.report_unraisable("first"), lambda call: call())
+        print(reports[0], time.perf_counter() - t)
+        """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAI_")}
+    r = subprocess.run(
+        [sys.executable, "-c", PRELUDE + textwrap.dedent(code)], cwd=HERE, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    reports, seconds = r.stdout.split()
+    assert 4096 <= int(reports) <= 4097 and float(seconds) < 30, r.stdout
+    # The first branch reaches the depth limit; the count's limit ends the rest.
+    start = "Exception ignored: cai dropped an exception instead of reporting it through sys.unraisablehook, "
+    end = " (a hook that causes the failures it reports?)"
+    assert set(r.stderr.strip().splitlines()) == {
+        start + "64 levels of nested reads and reports deep on this thread" + end,
+        start + "4096 levels entered inside the reports and messages under way on this thread" + end,
+    }, r.stderr[-2000:]
 
 
 # -- DLPack: copies, deleters and keywords ------------------------------------------------------
