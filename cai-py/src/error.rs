@@ -330,17 +330,17 @@ pub(crate) unsafe fn with_exception_aside<R>(f: impl FnOnce() -> R) -> R {
 /// Reports the exception that is set through `sys.unraisablehook`, one nesting level
 /// deeper (the levels of nested interface reads, [`crate::parse::Nesting`]). The hook is
 /// Python code, which may call into cai again and cause another report: past
-/// [`crate::parse::MAX_NESTING`] levels, or [`crate::parse::MAX_QUOTED_ENTRIES`] levels
-/// entered inside the outermost report or message, the exception is dropped and a line on the process's
-/// standard error (file descriptor 2, written with no Python code run) says so, so that
-/// such a loop ends before the C stack does, and soon.
+/// [`crate::parse::MAX_NESTING`] levels, or past [`crate::parse::MAX_NESTED_ENTRIES`]
+/// levels entered deep inside the thread's outermost one, the exception is dropped and a
+/// line on the process's standard error (file descriptor 2, written with no Python code
+/// run) says so, so that such a loop ends before the C stack does, and soon.
 ///
 /// # Safety
 ///
 /// The GIL is held and an exception is set.
 unsafe fn write_unraisable() {
-    use crate::parse::{Nesting, Refused, MAX_NESTING, MAX_QUOTED_ENTRIES};
-    match Nesting::try_enter(MAX_NESTING, true) {
+    use crate::parse::{Nesting, Refused, MAX_NESTED_ENTRIES, MAX_NESTING};
+    match Nesting::try_enter(MAX_NESTING) {
         // SAFETY: as the caller promises.
         Ok(_level) => unsafe { pyo3::ffi::PyErr_WriteUnraisable(std::ptr::null_mut()) },
         Err(refused) => {
@@ -349,9 +349,7 @@ unsafe fn write_unraisable() {
             let why = match refused {
                 Refused::TooDeep => format!("{MAX_NESTING} levels of nested reads and reports deep on this thread"),
                 Refused::TooMany => {
-                    format!(
-                        "{MAX_QUOTED_ENTRIES} levels entered inside the reports and messages under way on this thread"
-                    )
+                    format!("{MAX_NESTED_ENTRIES} levels of reads and reports entered deep inside this thread's outermost one")
                 }
             };
             use std::io::Write;

@@ -14,7 +14,8 @@
 //! `TypeError` or a finding (anything that is not an `Exception`, and `MemoryError` and
 //! `RecursionError`) propagate unchanged. Reads that nest (a property or a mask that
 //! imports again) end in `RecursionError` after [`MAX_NESTING`] levels, and no more than
-//! [`MAX_QUOTED_ENTRIES`] levels are entered inside the code that messages run.
+//! [`MAX_NESTED_ENTRIES`] levels are entered two or more deep between two reads from
+//! outside all levels.
 //!
 //! The common dict (an exact dict of exact ints, tuples and strs, as every producer
 //! builds it) is read first by [`quick`], which runs no Python code at all and so may
@@ -210,35 +211,34 @@ pub(crate) const MAX_NESTING: u32 = 64;
 /// How many levels past [`MAX_NESTING`] the code a message runs may nest.
 const MESSAGE_HEADROOM: u32 = 8;
 
-/// How many levels may be entered inside the code that cai's messages and reports run (a
-/// `__repr__` or a type's `__name__` that a message quotes, the class of its driver errors,
-/// a `sys.unraisablehook`), counted from the outermost such level on a thread. That code
-/// runs once for each value a message quotes or each failure reported, so code of it that
-/// calls cai again multiplies: a `__repr__` that validates again, quoted for each of three
-/// bad keys, would make 3^64 calls within the depth limit. Past this count every level
-/// entered there raises `RecursionError` at once, until the outermost such level is left.
-/// (Code that calls cai several times by itself, a property say, is not counted: it would
-/// multiply the same way without cai.)
-pub(crate) const MAX_QUOTED_ENTRIES: u32 = 4096;
+/// How many levels may be entered at a depth of [`COUNTED_FROM`] or more on a thread
+/// between two entries from outside all levels. The depth limit bounds a recursion's
+/// depth, not its breadth: code that calls cai again from each of several values that cai
+/// runs it for (the `__repr__` of each bad key a validation quotes, the `__index__` of
+/// each shape item, a `sys.unraisablehook` hearing each failure) would make 3^64 calls
+/// within it. Past this count every such level raises `RecursionError` at once, until the
+/// thread's outermost level is left.
+pub(crate) const MAX_NESTED_ENTRIES: u32 = 16384;
 
-/// The levels under way on a thread.
+/// The depth from which levels are counted: a read and the levels that code it runs
+/// enters directly (a property that reads many children through cai, each with its own
+/// read) are not, so such work has no bound but its own.
+const COUNTED_FROM: u32 = 2;
+
+/// The levels under way on a thread, and how many were entered at [`COUNTED_FROM`] or
+/// deeper since the outermost of them.
 #[derive(Clone, Copy)]
 struct Levels {
-    /// Every level.
     depth: u32,
-    /// The levels that run code for a message or a report.
-    quoting: u32,
-    /// The levels entered inside the outermost of those, since it was entered.
-    quoted: u32,
+    counted: u32,
 }
 
 thread_local! {
-    static NESTING: Cell<Levels> = const { Cell::new(Levels { depth: 0, quoting: 0, quoted: 0 }) };
+    static NESTING: Cell<Levels> = const { Cell::new(Levels { depth: 0, counted: 0 }) };
 }
 
-/// One level of nested reading on this thread, left on drop; whether it runs code for a
-/// message or a report.
-pub(crate) struct Nesting(bool);
+/// One level of nested reading on this thread, left on drop.
+pub(crate) struct Nesting(());
 
 impl Nesting {
     /// The `RecursionError` of one read too many.
@@ -249,12 +249,12 @@ impl Nesting {
         ))
     }
 
-    /// The `RecursionError` of one level too many inside the code of messages.
+    /// The `RecursionError` of one nested level too many.
     #[cold]
     fn too_many(attribute: &str) -> PyErr {
         PyRecursionError::new_err(format!(
-            "maximum recursion exceeded while reading {attribute} ({MAX_QUOTED_ENTRIES} levels entered inside the \
-             code that cai's messages run: a __repr__ or __name__ that calls cai again)"
+            "maximum recursion exceeded while reading {attribute} ({MAX_NESTED_ENTRIES} reads nested {COUNTED_FROM} \
+             or more deep on this thread: code that cai runs calls cai again, several times from each level)"
         ))
     }
 
@@ -265,48 +265,42 @@ impl Nesting {
 
     /// One more level of reading `attribute` (an interface attribute or `__dlpack__`).
     pub(crate) fn enter(attribute: &'static str) -> PyResult<Nesting> {
-        Self::enter_below(attribute, MAX_NESTING, false)
+        Self::enter_below(attribute, MAX_NESTING)
     }
 
-    /// One more level for code that a message runs (the `repr` of a value or the name of a
-    /// type it quotes, the class of a driver error), allowed [`MESSAGE_HEADROOM`] levels
-    /// past the reads' limit, so that the result of the innermost read (its error) can
-    /// still be made, and counted towards [`MAX_QUOTED_ENTRIES`].
+    /// One more level for code that finishes a read's result (a message's `repr` of a
+    /// value or name of a type, the class of a driver error, the `cai` package's view
+    /// factory), allowed [`MESSAGE_HEADROOM`] levels past the reads' limit: the result of
+    /// the innermost read (its error, say) can still be made.
     pub(crate) fn enter_message(what: &'static str) -> PyResult<Nesting> {
-        Self::enter_below(what, MAX_NESTING + MESSAGE_HEADROOM, true)
+        Self::enter_below(what, MAX_NESTING + MESSAGE_HEADROOM)
     }
 
-    /// One more level for code that makes a read's result (the `cai` package's view
-    /// factory), allowed [`MESSAGE_HEADROOM`] levels past the reads' limit.
-    pub(crate) fn enter_result(what: &'static str) -> PyResult<Nesting> {
-        Self::enter_below(what, MAX_NESTING + MESSAGE_HEADROOM, false)
-    }
-
-    fn enter_below(what: &'static str, limit: u32, quoting: bool) -> PyResult<Nesting> {
-        Self::try_enter(limit, quoting).map_err(|refused| match refused {
+    fn enter_below(what: &'static str, limit: u32) -> PyResult<Nesting> {
+        Self::try_enter(limit).map_err(|refused| match refused {
             Refused::TooDeep => Self::too_deep(what),
             Refused::TooMany => Self::too_many(what),
         })
     }
 
-    /// One more level, for code a message or report runs when `quoting`; [`Refused`] past
-    /// a limit, with no Python object made.
-    pub(crate) fn try_enter(limit: u32, quoting: bool) -> Result<Nesting, Refused> {
-        let Levels { depth, quoting: open, quoted } = NESTING.with(Cell::get);
+    /// One more level, [`Refused`] past a limit, with no Python object made.
+    pub(crate) fn try_enter(limit: u32) -> Result<Nesting, Refused> {
+        let Levels { depth, counted } = NESTING.with(Cell::get);
         if depth >= limit {
             return Err(Refused::TooDeep);
         }
-        let quoted = if open == 0 {
-            // Outside all such code: a new count starts.
+        let counted = if depth == 0 {
+            // From outside all levels: a new count starts.
             0
-        } else if quoted >= MAX_QUOTED_ENTRIES {
+        } else if depth < COUNTED_FROM {
+            counted
+        } else if counted >= MAX_NESTED_ENTRIES {
             return Err(Refused::TooMany);
         } else {
-            quoted + 1
+            counted + 1
         };
-        let open = open + u32::from(quoting);
-        NESTING.with(|n| n.set(Levels { depth: depth + 1, quoting: open, quoted }));
-        Ok(Nesting(quoting))
+        NESTING.with(|n| n.set(Levels { depth: depth + 1, counted }));
+        Ok(Nesting(()))
     }
 }
 
@@ -315,16 +309,15 @@ impl Nesting {
 pub(crate) enum Refused {
     /// [`MAX_NESTING`] levels are under way.
     TooDeep,
-    /// [`MAX_QUOTED_ENTRIES`] levels were entered inside the code of messages and reports.
+    /// [`MAX_NESTED_ENTRIES`] levels were entered [`COUNTED_FROM`] or more deep.
     TooMany,
 }
 
 impl Drop for Nesting {
     fn drop(&mut self) {
         NESTING.with(|n| {
-            let Levels { depth, quoting, quoted } = n.get();
-            let quoting = quoting.saturating_sub(u32::from(self.0));
-            n.set(Levels { depth: depth.saturating_sub(1), quoting, quoted });
+            let Levels { depth, counted } = n.get();
+            n.set(Levels { depth: depth.saturating_sub(1), counted });
         });
     }
 }

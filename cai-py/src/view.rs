@@ -261,7 +261,7 @@ impl Core {
                 let host = iface == Interface::Host;
                 // The factory is whatever `cai._cai` holds, which Python code may replace
                 // with one that makes views again.
-                let _nesting = crate::parse::Nesting::enter_result("the view factory of the cai package")?;
+                let _nesting = crate::parse::Nesting::enter_message("the view factory of the cai package")?;
                 if takes_version {
                     // The dict holds the version of the rules applied (the descriptor's).
                     let dict = interface_dict_with(owner, &self.descriptor, iface, mask)?;
