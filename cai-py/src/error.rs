@@ -333,30 +333,46 @@ pub(crate) unsafe fn with_exception_aside<R>(f: impl FnOnce() -> R) -> R {
 /// [`crate::parse::MAX_NESTING`] levels, or past [`crate::parse::MAX_NESTED_ENTRIES`]
 /// levels entered deep inside the thread's outermost one, the exception is dropped and a
 /// line on the process's standard error (file descriptor 2, written with no Python code
-/// run) says so, so that such a loop ends before the C stack does, and soon.
+/// run) says so, once for each limit in the thread's outermost level, so that such a loop
+/// ends before the C stack does, and soon.
 ///
 /// # Safety
 ///
 /// The GIL is held and an exception is set.
 unsafe fn write_unraisable() {
     use crate::parse::{Nesting, Refused, MAX_NESTED_ENTRIES, MAX_NESTING};
+    thread_local! {
+        /// The outermost level in which each limit's line was written (depth, count).
+        static TOLD: std::cell::Cell<[Option<u32>; 2]> = const { std::cell::Cell::new([None, None]) };
+    }
     match Nesting::try_enter(MAX_NESTING) {
         // SAFETY: as the caller promises.
         Ok(_level) => unsafe { pyo3::ffi::PyErr_WriteUnraisable(std::ptr::null_mut()) },
         Err(refused) => {
             // SAFETY: as the caller promises.
             unsafe { pyo3::ffi::PyErr_Clear() };
-            let why = match refused {
-                Refused::TooDeep => format!("{MAX_NESTING} levels of nested reads and reports deep on this thread"),
-                Refused::TooMany => {
-                    format!("{MAX_NESTED_ENTRIES} levels of reads and reports entered deep inside this thread's outermost one")
-                }
+            // One line for each limit within one outermost level: a hook that branches
+            // would make thousands.
+            let (kind, why) = match refused {
+                Refused::TooDeep => (0, format!("{MAX_NESTING} levels of nested reads and reports deep on this thread")),
+                Refused::TooMany => (
+                    1,
+                    format!("{MAX_NESTED_ENTRIES} levels of reads and reports entered deep inside this thread's outermost one"),
+                ),
             };
+            let window = Nesting::window();
+            let mut told = TOLD.with(std::cell::Cell::get);
+            if told[kind] == Some(window) {
+                return;
+            }
+            told[kind] = Some(window);
+            TOLD.with(|t| t.set(told));
             use std::io::Write;
             let _ = writeln!(
                 std::io::stderr(),
                 "Exception ignored: cai dropped an exception instead of reporting it through sys.unraisablehook, \
-                 {why} (a hook that causes the failures it reports?)"
+                 {why}, and drops any more so without a line until that level is left (a hook that causes the \
+                 failures it reports?)"
             );
         }
     }

@@ -14,8 +14,8 @@
 //! `TypeError` or a finding (anything that is not an `Exception`, and `MemoryError` and
 //! `RecursionError`) propagate unchanged. Reads that nest (a property or a mask that
 //! imports again) end in `RecursionError` after [`MAX_NESTING`] levels, and no more than
-//! [`MAX_NESTED_ENTRIES`] levels are entered two or more deep between two reads from
-//! outside all levels.
+//! [`MAX_NESTED_ENTRIES`] levels are entered while three or more are under way, between
+//! two reads from outside all levels.
 //!
 //! The common dict (an exact dict of exact ints, tuples and strs, as every producer
 //! builds it) is read first by [`quick`], which runs no Python code at all and so may
@@ -211,30 +211,33 @@ pub(crate) const MAX_NESTING: u32 = 64;
 /// How many levels past [`MAX_NESTING`] the code a message runs may nest.
 const MESSAGE_HEADROOM: u32 = 8;
 
-/// How many levels may be entered at a depth of [`COUNTED_FROM`] or more on a thread
-/// between two entries from outside all levels. The depth limit bounds a recursion's
+/// How many levels may be entered on a thread while [`COUNTED_FROM`] or more are under
+/// way, between two entries from outside all levels. The depth limit bounds a recursion's
 /// depth, not its breadth: code that calls cai again from each of several values that cai
 /// runs it for (the `__repr__` of each bad key a validation quotes, the `__index__` of
 /// each shape item, a `sys.unraisablehook` hearing each failure) would make 3^64 calls
 /// within it. Past this count every such level raises `RecursionError` at once, until the
 /// thread's outermost level is left.
-pub(crate) const MAX_NESTED_ENTRIES: u32 = 16384;
+pub(crate) const MAX_NESTED_ENTRIES: u32 = 65536;
 
-/// The depth from which levels are counted: a read and the levels that code it runs
-/// enters directly (a property that reads many children through cai, each with its own
-/// read) are not, so such work has no bound but its own.
-const COUNTED_FROM: u32 = 2;
+/// How many levels must be under way for the next one to be counted: a read, the levels
+/// that code it runs enters, and theirs are not (a property that reads many children
+/// through cai, each of which reads its mask or a wrapped array), so such work has no
+/// bound but its own.
+const COUNTED_FROM: u32 = 3;
 
-/// The levels under way on a thread, and how many were entered at [`COUNTED_FROM`] or
-/// deeper since the outermost of them.
+/// The levels under way on a thread, and how many were entered while [`COUNTED_FROM`] or
+/// more were, since the outermost of them.
 #[derive(Clone, Copy)]
 struct Levels {
     depth: u32,
     counted: u32,
+    /// Which outermost level this is, of those entered on the thread (wrapping).
+    window: u32,
 }
 
 thread_local! {
-    static NESTING: Cell<Levels> = const { Cell::new(Levels { depth: 0, counted: 0 }) };
+    static NESTING: Cell<Levels> = const { Cell::new(Levels { depth: 0, counted: 0, window: 0 }) };
 }
 
 /// One level of nested reading on this thread, left on drop.
@@ -253,8 +256,9 @@ impl Nesting {
     #[cold]
     fn too_many(attribute: &str) -> PyErr {
         PyRecursionError::new_err(format!(
-            "maximum recursion exceeded while reading {attribute} ({MAX_NESTED_ENTRIES} reads nested {COUNTED_FROM} \
-             or more deep on this thread: code that cai runs calls cai again, several times from each level)"
+            "maximum recursion exceeded while reading {attribute} ({MAX_NESTED_ENTRIES} levels entered while \
+             {COUNTED_FROM} or more were under way on this thread: code that cai runs calls cai again, several times \
+             from each level)"
         ))
     }
 
@@ -285,22 +289,28 @@ impl Nesting {
 
     /// One more level, [`Refused`] past a limit, with no Python object made.
     pub(crate) fn try_enter(limit: u32) -> Result<Nesting, Refused> {
-        let Levels { depth, counted } = NESTING.with(Cell::get);
+        let Levels { depth, counted, window } = NESTING.with(Cell::get);
         if depth >= limit {
             return Err(Refused::TooDeep);
         }
-        let counted = if depth == 0 {
+        let (counted, window) = if depth == 0 {
             // From outside all levels: a new count starts.
-            0
+            (0, window.wrapping_add(1))
         } else if depth < COUNTED_FROM {
-            counted
+            (counted, window)
         } else if counted >= MAX_NESTED_ENTRIES {
             return Err(Refused::TooMany);
         } else {
-            counted + 1
+            (counted + 1, window)
         };
-        NESTING.with(|n| n.set(Levels { depth: depth + 1, counted }));
+        NESTING.with(|n| n.set(Levels { depth: depth + 1, counted, window }));
         Ok(Nesting(()))
+    }
+
+    /// Which outermost level is under way on this thread (or was last): a number that
+    /// changes with each entry from outside all levels.
+    pub(crate) fn window() -> u32 {
+        NESTING.with(Cell::get).window
     }
 }
 
@@ -309,15 +319,16 @@ impl Nesting {
 pub(crate) enum Refused {
     /// [`MAX_NESTING`] levels are under way.
     TooDeep,
-    /// [`MAX_NESTED_ENTRIES`] levels were entered [`COUNTED_FROM`] or more deep.
+    /// [`MAX_NESTED_ENTRIES`] levels were entered while [`COUNTED_FROM`] or more were
+    /// under way.
     TooMany,
 }
 
 impl Drop for Nesting {
     fn drop(&mut self) {
         NESTING.with(|n| {
-            let Levels { depth, counted } = n.get();
-            n.set(Levels { depth: depth.saturating_sub(1), counted });
+            let levels = n.get();
+            n.set(Levels { depth: levels.depth.saturating_sub(1), ..levels });
         });
     }
 }
