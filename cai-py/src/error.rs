@@ -343,7 +343,7 @@ unsafe fn write_unraisable() {
     use crate::parse::{Nesting, Refused, MAX_NESTED_ENTRIES, MAX_NESTING};
     thread_local! {
         /// The outermost level in which each limit's line was written (depth, count).
-        static TOLD: std::cell::Cell<[Option<u32>; 2]> = const { std::cell::Cell::new([None, None]) };
+        static TOLD: std::cell::Cell<[Option<u64>; 2]> = const { std::cell::Cell::new([None, None]) };
     }
     match Nesting::try_enter(MAX_NESTING) {
         // SAFETY: as the caller promises.

@@ -232,8 +232,9 @@ const COUNTED_FROM: u32 = 3;
 struct Levels {
     depth: u32,
     counted: u32,
-    /// Which outermost level this is, of those entered on the thread (wrapping).
-    window: u32,
+    /// Which outermost level this is, of those entered on the thread (64 bits: no
+    /// thread enters that many).
+    window: u64,
 }
 
 thread_local! {
@@ -309,7 +310,7 @@ impl Nesting {
 
     /// Which outermost level is under way on this thread (or was last): a number that
     /// changes with each entry from outside all levels.
-    pub(crate) fn window() -> u32 {
+    pub(crate) fn window() -> u64 {
         NESTING.with(Cell::get).window
     }
 }
