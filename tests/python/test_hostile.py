@@ -575,11 +575,8 @@ def test_code_that_calls_cai_again_from_several_values_is_bounded(where):
             d = {{"shape": (4,), "typestr": "<f4", "data": (PTR, False), "version": 3}}
             {hook if where != "property" else "pass"}
             return d
-        class H:
-            @property
-            def __cuda_array_interface__(self):
-                {"again()" if where == "property" else "pass"}
-                return make()
+        def H():
+            return P({"lambda: again() or make()" if where == "property" else "make"})
         out = {{}}
         for name, call in [
             ("validate", lambda: cai.validate(H())),
@@ -2033,6 +2030,17 @@ def test_a_dict_subclass_whose_lookups_copy_a_large_descr_is_read():
     assert out == {"fields": 60000, "findings": []}
 
 
+def run_with_stderr(code):
+    """The finished scenario, for tests of what it writes to standard error (which `run`
+    mixes into its output): with cai's variables unset, as a user's process has them."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAI_")}
+    r = subprocess.run(
+        [sys.executable, "-c", PRELUDE + textwrap.dedent(code)], cwd=HERE, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return r
+
+
 def test_an_unraisable_hook_that_causes_the_report_it_handles_ends_before_the_c_stack(tmp_path):
     # A failure on a drop path (a hand-back, a DLPack deleter) goes to sys.unraisablehook,
     # Python code that may cause the same failure again: each report takes one nesting
@@ -2046,11 +2054,7 @@ def test_an_unraisable_hook_that_causes_the_report_it_handles_ends_before_the_c_
         deep(lambda: fx.report_unraisable("report 0"), lambda call: call())
         print(len(reports), reports[0], reports[-1])
         """
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CAI_")}
-    r = subprocess.run(
-        [sys.executable, "-c", PRELUDE + textwrap.dedent(code)], cwd=HERE, env=env, capture_output=True, text=True, timeout=120
-    )
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    r = run_with_stderr(code)
     assert r.stdout.split() == ["64", "report", "0", "report", "63"], r.stdout
     assert r.stderr.strip() == (
         "Exception ignored: cai dropped an exception instead of reporting it through sys.unraisablehook, 64 levels "
@@ -2073,11 +2077,7 @@ def test_an_unraisable_hook_that_causes_two_reports_for_each_it_handles_ends():
         deep(lambda: fx.report_unraisable("first"), lambda call: call())
         print(reports[0], time.perf_counter() - t)
         """
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CAI_")}
-    r = subprocess.run(
-        [sys.executable, "-c", PRELUDE + textwrap.dedent(code)], cwd=HERE, env=env, capture_output=True, text=True, timeout=120
-    )
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    r = run_with_stderr(code)
     reports, seconds = r.stdout.split()
     assert 65536 <= int(reports) <= 65536 + 8 and float(seconds) < 60, r.stdout
     # The first branch reaches the depth limit; the count's limit ends the rest.
