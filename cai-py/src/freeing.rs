@@ -16,9 +16,11 @@ use std::ptr::NonNull;
 
 use pyo3::{ffi, Py, PyAny};
 
-/// How many releases may nest on a thread before the next is set aside (Python's
-/// trashcan allows 50 nested deallocations).
-const LIMIT: u32 = 50;
+/// How many releases may nest on a thread before the next is set aside. Python's trashcan
+/// allows 50 nested deallocations of its containers; a link here (a view's deallocation,
+/// and a DLPack deleter or NumPy's between two views) takes some kilobytes of C stack in a
+/// debug build, and a thread's stack may be as small as 32 KiB, so fewer nest here.
+const LIMIT: u32 = 4;
 
 /// A thread's nested releases and the references set aside, in one thread-local (one
 /// lookup per release).

@@ -2234,13 +2234,17 @@ def test_every_reader_of_an_int_like_value_lets_an_interrupt_through():
     assert out == {k: "KeyboardInterrupt" for k in out}, out
 
 
-@pytest.mark.parametrize("where", ["main thread", "thread with a 512 KiB stack"])
+@pytest.mark.parametrize(
+    "where", ["main thread", "thread with a 512 KiB stack", "made on the main thread, freed on a 32 KiB stack"]
+)
 def test_freeing_a_long_chain_of_views_does_not_overflow_the_c_stack(where):
     # Each view holds the one before it (through a DLPack tensor's deleter, the owner of an
     # interface view, a NumPy array between two views, a mask array whose base is the
     # view before, or the interface dict the view keeps): freeing the last frees the
     # chain, one link inside the other's deallocation. A chain of some thousand links
-    # overflowed the C stack (fewer in the debug build and on a small thread stack).
+    # overflowed the C stack (fewer in the debug build and on a small thread stack); in
+    # the debug build, ten links freed on a thread of 32 KiB, the smallest stack
+    # `threading.stack_size` takes, did while 50 releases could nest.
     links = 20000 if where == "main thread" else 3000
     out = run(
         f"""
@@ -2268,9 +2272,20 @@ def test_freeing_a_long_chain_of_views_does_not_overflow_the_c_stack(where):
                     else:
                         v = cai.as_array(Fresh(dict(ai, __ref=v)))
                 assert np.asarray(v).tolist() == x.tolist()
-                del v
+                if {where.startswith("made")}:
+                    # Freed by a thread whose stack holds little more than the release.
+                    box = [v]
+                    del v
+                    threading.stack_size(32 * 1024)
+                    t = threading.Thread(target=box.clear)
+                    t.start()
+                    t.join()
+                    threading.stack_size(0)
+                    assert not box
+                else:
+                    del v
                 print("freed", kind.replace(" ", "-"))
-        if {where == "main thread"}:
+        if {where != "thread with a 512 KiB stack"}:
             chains()
         else:
             threading.stack_size(512 * 1024)
