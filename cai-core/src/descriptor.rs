@@ -509,8 +509,35 @@ impl Descriptor {
     #[inline]
     pub fn check_stream_version(version: u32, stream: Stream) -> Result<()> {
         match stream.to_raw() {
-            Some(value) if version < 3 => Err(Error::StreamVersion { value, version }),
+            Some(value) if !Self::has_stream_key(version) => Err(Error::StreamVersion { value, version }),
             _ => Ok(()),
+        }
+    }
+
+    /// Whether a dict of version `version` has a `stream` key: from version 3 (a consumer
+    /// of an older dict synchronizes as that version says, before it reads).
+    #[inline]
+    pub fn has_stream_key(version: u32) -> bool {
+        version >= 3
+    }
+
+    /// The version whose rules apply to a dict declaring version `declared`: its own, from
+    /// 0 to [`CURRENT_VERSION`], and the current one's for a newer version (which a reader
+    /// accepts only when every key the dict carries is one the current version defines).
+    #[inline]
+    pub fn rules_version(declared: u64) -> u32 {
+        u32::try_from(declared).ok().filter(|&v| v <= CURRENT_VERSION).unwrap_or(CURRENT_VERSION)
+    }
+
+    /// Restates the array as a dict of the older `version` describes it: that version, and
+    /// no stream below version 3. A version no older than the array's changes nothing.
+    /// (Below version 1 a mask is kept, and validation refuses it.)
+    pub fn lower_version(&mut self, version: u32) {
+        if version < self.version {
+            self.version = version;
+            if !Self::has_stream_key(version) {
+                self.stream = Stream::None;
+            }
         }
     }
 
@@ -603,7 +630,7 @@ impl fmt::Display for Descriptor {
         if let Some(mask) = &self.mask {
             write!(f, ", 'mask': {mask}")?;
         }
-        if self.version >= 3 {
+        if Self::has_stream_key(self.version) {
             write!(f, ", 'stream': {}", self.stream)?;
         }
         f.write_str("}")
@@ -885,6 +912,39 @@ mod tests {
         }
         assert!(f4(&[2]).with_stream(handle(77)).validate().is_ok());
         assert!(f4(&[2]).with_stream(Stream::PerThreadDefault).validate().is_ok());
+    }
+
+    #[test]
+    fn a_newer_version_is_read_by_the_current_rules() {
+        for v in 0..=3u32 {
+            assert_eq!(Descriptor::rules_version(u64::from(v)), v);
+        }
+        for v in [4, 70, u64::from(u32::MAX), u64::from(u32::MAX) + 1, u64::MAX] {
+            assert_eq!(Descriptor::rules_version(v), CURRENT_VERSION);
+        }
+    }
+
+    #[test]
+    fn lowering_the_version_drops_what_the_older_version_lacks() {
+        let array = f4(&[2, 3]).with_stream(handle(77));
+        let mut v2 = array.clone();
+        v2.lower_version(2);
+        assert_eq!((v2.version, v2.stream), (2, Stream::None));
+        assert!(v2.validate().is_ok());
+        assert!(!v2.to_string().contains("stream"));
+        // Not older: unchanged.
+        for v in [3, 4] {
+            let mut same = array.clone();
+            same.lower_version(v);
+            assert_eq!((same.version, same.stream), (3, handle(77)));
+        }
+        let mut old = array.with_version(1);
+        old.lower_version(2);
+        assert_eq!(old.version, 1);
+        // Below version 1 the mask stays, for validation to refuse.
+        let mut masked = f4(&[2]).with_mask(Descriptor::new::<bool>(PTR + 4096, [2]));
+        masked.lower_version(0);
+        assert_eq!(masked.validate().unwrap_err(), Error::MaskVersion { version: 0 });
     }
 
     #[test]

@@ -52,7 +52,7 @@ pub fn device_array<B: DeviceBuffer + ?Sized>(buffer: &B, field: &'static str, l
     let version = layout.version;
     let mut export = start::<B::Elem>(buffer.device_address(), buffer.len(), buffer.readonly(), field, layout)?;
     export.device = true;
-    if version >= 3 {
+    if Descriptor::has_stream_key(version) {
         export.descriptor.stream = buffer.stream()?;
     }
     Ok(export)

@@ -69,9 +69,8 @@ impl ExportOptions {
 
     /// Applies the options to a descriptor about to be exported.
     pub fn apply(self, descriptor: &mut Descriptor) {
-        if self.version == Some(2) && descriptor.version > 2 {
-            descriptor.version = 2;
-            descriptor.stream = Stream::None;
+        if let Some(version) = self.version {
+            descriptor.lower_version(version);
         }
         self.apply_to_dlpack(descriptor);
     }

@@ -123,7 +123,7 @@ fn build<'py>(
         }
         (None, _) => {}
     }
-    if iface == Interface::Cuda && version >= 3 {
+    if iface == Interface::Cuda && Descriptor::has_stream_key(version) {
         dict.set_item(intern!(py, "stream"), descriptor.stream.to_raw())?;
     }
     Ok(dict)

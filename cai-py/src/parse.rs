@@ -890,7 +890,7 @@ fn same_plain_value<'py>(a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, depth: u3
 pub(crate) fn rules_version(declared: u64, iface: Interface) -> u32 {
     match iface {
         Interface::Host => CURRENT_VERSION,
-        Interface::Cuda => u32::try_from(declared).ok().filter(|&v| v <= CURRENT_VERSION).unwrap_or(CURRENT_VERSION),
+        Interface::Cuda => Descriptor::rules_version(declared),
     }
 }
 
