@@ -141,24 +141,25 @@ CHILD = textwrap.dedent(
         return {"__getitem__": (10**6,), "get": "junk", "keys": ["shape", 1], "__iter__": iter([1, None]),
                 "items": [("shape", None)], "__len__": 10**6}[method]
 
-    def hostile_method(method, base):
+    def hostile_method(method):
         def f(self, *args):
             action = getattr(self, "acts", {}).get(method)
             if action == "garbage" and state["armed"]:
                 return garbage(method)
             if action:
                 act(action)
-            return getattr(base, method)(self.under if base is dict and hasattr(self, "under") else self, *args)
+            # A Map reads the dict it wraps; a Sub is the dict.
+            return getattr(dict, method)(getattr(self, "under", self), *args)
         return f
 
     class Methods:
         '''A mapping's methods, each hostile where the case names it in `acts`.'''
-        __getitem__ = hostile_method("__getitem__", dict)
-        get = hostile_method("get", dict)
-        keys = hostile_method("keys", dict)
-        __iter__ = hostile_method("__iter__", dict)
-        items = hostile_method("items", dict)
-        __len__ = hostile_method("__len__", dict)
+        __getitem__ = hostile_method("__getitem__")
+        get = hostile_method("get")
+        keys = hostile_method("keys")
+        __iter__ = hostile_method("__iter__")
+        items = hostile_method("items")
+        __len__ = hostile_method("__len__")
 
     class Sub(Methods, dict):
         '''A dict subclass whose methods may be hostile.'''
@@ -460,6 +461,11 @@ def valid(rng, nesting=0, shape=None):
     return out
 
 
+def hostile_methods(rng):
+    """One to three of a mapping's methods, each with what it does."""
+    return {m: rng.choice(ACTIONS + ["garbage"]) for m in rng.sample(METHODS, rng.randint(1, 3))}
+
+
 def producer_kind(rng):
     roll = rng.random()
     if roll < 0.4:
@@ -469,13 +475,11 @@ def producer_kind(rng):
     if roll < 0.6:
         return ["raise", rng.choice(RAISED)]
     if roll < 0.75:
-        methods = rng.sample(METHODS, rng.randint(1, 3))
-        return ["subclass", {m: rng.choice(ACTIONS + ["garbage"]) for m in methods}]
+        return ["subclass", hostile_methods(rng)]
     if roll < 0.8:
         return ["proxy"]
     if roll < 0.88:
-        methods = rng.sample(METHODS, rng.randint(1, 3))
-        return ["mapping", {m: rng.choice(ACTIONS + ["garbage"]) for m in methods}]
+        return ["mapping", hostile_methods(rng)]
     return [rng.choice(["recurse", "recurse-once", "recurse-once"]), rng.choice(["as_cuda_array", "validate"])]
 
 
