@@ -151,6 +151,8 @@ def cpu_cases():
     case("import", "cai.as_array(p), p pure-Python __array_interface__", lambda: cai.as_array(hp),
          "numpy.asarray(p)", lambda: np.asarray(hp),
          "<= 0.5x", lambda p: p.ratio <= 0.5)
+    case("import", "floor: a #[pyfunction] reading p's attribute, returning a view-like object",
+         lambda: fx.read_host_floor(hp), "numpy.asarray(p)", lambda: np.asarray(hp))
 
     view = cai.as_array(arr)
     case("dlpack", "np.from_dlpack(cai.HostArray view)", lambda: np.from_dlpack(view),

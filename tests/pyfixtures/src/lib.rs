@@ -881,6 +881,14 @@ fn read_floor(obj: &Bound<'_, PyAny>) -> PyResult<ViewFloor> {
     Ok(ViewFloor { owner: obj.clone().unbind() })
 }
 
+/// [`read_floor`] for NumPy's interface: reads `obj.__array_interface__` and returns a
+/// [`ViewFloor`] of `obj`, parsing nothing.
+#[pyfunction]
+fn read_host_floor(obj: &Bound<'_, PyAny>) -> PyResult<ViewFloor> {
+    std::hint::black_box(obj.getattr(pyo3::intern!(obj.py(), "__array_interface__"))?);
+    Ok(ViewFloor { owner: obj.clone().unbind() })
+}
+
 /// Makes a [`ViewFloor`] of `obj`.
 #[pyfunction]
 fn view_floor(obj: Py<PyAny>) -> ViewFloor {
@@ -1121,5 +1129,6 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ExportFloor>()?;
     m.add_function(wrap_pyfunction!(view_floor, m)?)?;
     m.add_function(wrap_pyfunction!(read_floor, m)?)?;
+    m.add_function(wrap_pyfunction!(read_host_floor, m)?)?;
     Ok(())
 }
