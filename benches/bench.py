@@ -9,6 +9,7 @@ and the peer libraries are present, and are listed as skipped otherwise.
 
 import argparse
 import collections
+import itertools
 import os
 import platform
 import statistics
@@ -132,11 +133,19 @@ def cpu_cases():
     floor = fx.ExportFloor(py.__cuda_array_interface__)
     case("export", "derived #[pyclass] .__cuda_array_interface__", lambda: m.__cuda_array_interface__,
          "floor: a #[pyclass] getter copying a stored dict", lambda: floor.__cuda_array_interface__)
-    figure("export", "dict build alone (Rust loop, ns/dict)", fx.bench_dict_build(m, 200_000))
+    figure("export", "its dict from the thread's cache, copied (Rust loop, ns/dict)", fx.bench_dict_build(m, 200_000))
     view = cai.as_cuda_array(StoredDict(py.__cuda_array_interface__))
     case("export", "cai.CudaArray view .__cuda_array_interface__", lambda: view.__cuda_array_interface__,
          "pure-Python dict-literal property", lambda: py.__cuda_array_interface__,
          "<= 0.40x", lambda p: p.ratio <= 0.40)
+    # A fresh view's first export: of the one array, each view finds the thread's dict of
+    # it; of sixteen arrays in turn, each builds its own (the thread keeps eight).
+    for n in (1, 16):
+        d = py.__cuda_array_interface__
+        producers = itertools.cycle([StoredDict(dict(d, data=(d["data"][0] + 4096 * i, False))) for i in range(n)])
+        case("export", f"a fresh view's first export, {'one array' if n == 1 else f'{n} arrays in turn'}",
+             lambda: cai.as_cuda_array(next(producers)).__cuda_array_interface__,
+             "the view alone", lambda: cai.as_cuda_array(next(producers)), "overhead (information)")
 
     case("import", "cai.as_cuda_array(p), p pure-Python, stream None", lambda: cai.as_cuda_array(py),
          "p.__cuda_array_interface__ alone", lambda: py.__cuda_array_interface__,

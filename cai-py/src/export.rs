@@ -36,22 +36,38 @@ pub(crate) fn interface_dict_with<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     // A dict of immutable values (no mask object, no descr list) is built once per
     // descriptor and copied on later exports of the same array: the copy is the caller's
-    // to change. The descriptor, with its pointer and stream, is compared in full.
-    let cacheable = descriptor.mask.is_none() && descriptor.descr.is_none();
-    if !cacheable {
+    // to change.
+    if descriptor.mask.is_some() || descriptor.descr.is_some() {
         return build(owner, descriptor, iface, mask_object);
     }
+    template(owner, descriptor, iface)?.copy()
+}
+
+/// The dict of `descriptor`, which has no mask and no `descr`, as this thread's cache
+/// holds it: shared, taken off the collector's lists, and never changed, so that callers
+/// only copy it (a view keeps it as its own dict). The descriptor, with its pointer and
+/// stream, is compared in full.
+pub(crate) fn template<'py>(
+    owner: &Bound<'py, PyAny>,
+    descriptor: &Descriptor,
+    iface: Interface,
+) -> PyResult<Bound<'py, PyDict>> {
     let py = owner.py();
     // The per-thread caches are gone while the thread's locals are torn down (a
     // destructor exporting then): the dict is built, and not kept.
     let hit = TEMPLATES
         .try_with(|t| {
-            t.borrow().iter().find(|(i, d, _)| *i == iface && d == descriptor).map(|(_, _, dict)| dict.clone_ref(py))
+            t.borrow()
+                .iter()
+                // The pointer first: it tells most arrays apart at the cost of one
+                // comparison, where the whole descriptor's takes some hundred instructions.
+                .find(|(i, d, _)| *i == iface && d.data == descriptor.data && d == descriptor)
+                .map(|(_, _, dict)| dict.clone_ref(py))
         })
         .ok()
         .flatten();
     if let Some(template) = hit {
-        return template.bind(py).copy();
+        return Ok(template.into_bound(py));
     }
     // The dict being built is tracked by the collector from its first tuple on, and a
     // collection that a later allocation starts may hand it to a finalizer: the template
@@ -69,7 +85,7 @@ pub(crate) fn interface_dict_with<'py>(
         .flatten();
     // Released with the cache not borrowed: nothing a release runs can find it busy.
     drop(evicted);
-    template.copy()
+    Ok(template)
 }
 
 /// Takes `dict`, a dict that holds only ints, strs, tuples of them and None (so it is part

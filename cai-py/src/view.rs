@@ -345,9 +345,10 @@ macro_rules! view_class {
         #[pyclass(frozen, weakref, module = "cai", name = $name)]
         pub struct $ty {
             core: Core,
-            /// The interface dict, built at the first export (a view never changes) and
-            /// copied on each; not kept for records or masked arrays, whose dicts hold
-            /// mutable lists or other objects.
+            /// The interface dict, taken at the first export and copied on each (a view
+            /// never changes): the thread's dict of the descriptor, shared and never
+            /// changed. Not kept for records or masked arrays, whose dicts hold mutable
+            /// lists or other objects.
             dict: PyOnceLock<Py<PyDict>>,
             /// The DLPack layout, computed at the first `__dlpack__`.
             layout: std::sync::OnceLock<crate::dlpack::Layout>,
@@ -619,12 +620,12 @@ macro_rules! view_class {
                     return this.core.interface(slf.as_any(), $iface);
                 }
                 let py = slf.py();
-                // Built with the cell free: building allocates, and a collection it starts
-                // may run a finalizer that reads this very view.
+                // Made with the cell free: building allocates, and a collection it starts
+                // may run a finalizer that reads this very view. The thread's dict of the
+                // descriptor is kept as it is: no one changes it.
                 let dict = crate::once::get_or_make(&this.dict, py, || {
-                    let dict = this.core.interface(slf.as_any(), $iface)?;
-                    crate::export::hide(&dict);
-                    Ok(dict.unbind())
+                    let descriptor = this.core.export_descriptor($iface);
+                    Ok(crate::export::template(slf.as_any(), &descriptor, $iface)?.unbind())
                 })?;
                 dict.bind(py).copy()
             }

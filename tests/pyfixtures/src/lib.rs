@@ -806,8 +806,9 @@ impl BenchMatrix {
     }
 }
 
-/// Builds the interface dict of `obj` (a `BenchMatrix`) `iterations` times in Rust and
-/// returns the mean nanoseconds per dict: the dict-building cost alone.
+/// Makes the interface dict of `obj` (a `BenchMatrix`) `iterations` times in Rust and
+/// returns the mean nanoseconds per dict: after the first, each is a copy of the dict the
+/// thread keeps for the descriptor.
 #[pyfunction]
 fn bench_dict_build(obj: &Bound<'_, BenchMatrix>, iterations: u32) -> PyResult<f64> {
     let descriptor = obj.get().cuda_array_interface().map_err(cai_py::to_py_err)?;
