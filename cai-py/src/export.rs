@@ -38,7 +38,7 @@ pub(crate) fn interface_dict_with<'py>(
     // descriptor and copied on later exports of the same array: the copy is the caller's
     // to change.
     if descriptor.mask.is_some() || descriptor.descr.is_some() {
-        return build(owner, descriptor, iface, mask_object);
+        return build(owner, descriptor, iface, mask_object, false);
     }
     template(owner, descriptor, iface)?.copy()
 }
@@ -69,11 +69,7 @@ pub(crate) fn template<'py>(
     if let Some(template) = hit {
         return Ok(template.into_bound(py));
     }
-    // The dict being built is tracked by the collector from its first tuple on, and a
-    // collection that a later allocation starts may hand it to a finalizer: the template
-    // is a copy made after, taken off the collector's lists before anything else runs.
-    let template = build(owner, descriptor, iface, None)?.copy()?;
-    hide(&template);
+    let template = build(owner, descriptor, iface, None, true)?;
     let evicted = TEMPLATES
         .try_with(|t| {
             let mut t = t.borrow_mut();
@@ -105,13 +101,56 @@ thread_local! {
     static TYPESTR_STRINGS: RefCell<Vec<(TypeStr, Py<PyString>)>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Holds off the collector's automatic runs while cai fills a dict (or a list in it) that
+/// it hands out or keeps. A dict is tracked by the collector from its first tuple on, and
+/// a run that the next allocation starts calls finalizers, which could find the dict
+/// through `gc.get_objects()` and change it before it is complete: a `shape` of their
+/// own, exported (and read by NumPy) as the array's. Filling runs no Python code, and
+/// nothing else runs while the GIL is held, so no run happens meanwhile. Restored when
+/// dropped, unless the collector was already off.
+struct NoCollections {
+    was_on: bool,
+}
+
+impl NoCollections {
+    fn hold(_py: Python<'_>) -> NoCollections {
+        // SAFETY: the GIL is held (`_py`); PyGC_Disable returns the previous state.
+        NoCollections { was_on: unsafe { pyo3::ffi::PyGC_Disable() } == 1 }
+    }
+}
+
+impl Drop for NoCollections {
+    fn drop(&mut self) {
+        if self.was_on {
+            // SAFETY: the GIL is held, as it was when the value was made.
+            unsafe { pyo3::ffi::PyGC_Enable() };
+        }
+    }
+}
+
+/// The interface dict of `descriptor`, made with the collector held off (see
+/// [`NoCollections`]) and, when `hidden`, taken off the collector's lists before it runs
+/// again.
 fn build<'py>(
     owner: &Bound<'py, PyAny>,
     descriptor: &Descriptor,
     iface: Interface,
     mask_object: Option<&Bound<'py, PyAny>>,
+    hidden: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let py = owner.py();
+    // The mask's view first: making it may run Python code (the `cai` package's view
+    // factory, for another module built on cai-py), which must not meet a collector held
+    // off.
+    let mask = match (&descriptor.mask, mask_object) {
+        (Some(_), Some(object)) => Some(object.clone()),
+        (Some(m), None) => Some(match iface {
+            Interface::Cuda => CudaArray::from_descriptor(owner, (**m).clone())?,
+            Interface::Host => HostArray::from_descriptor(owner, (**m).clone())?,
+        }),
+        (None, _) => None,
+    };
+    let _held = NoCollections::hold(py);
     let dict = PyDict::new(py);
     dict.set_item(intern!(py, "shape"), PyTuple::new(py, &descriptor.shape)?)?;
     dict.set_item(intern!(py, "typestr"), typestr_str(py, &descriptor.typestr))?;
@@ -128,19 +167,14 @@ fn build<'py>(
         Some(s) if !descriptor.is_c_contiguous() => dict.set_item(intern!(py, "strides"), PyTuple::new(py, s)?)?,
         _ => dict.set_item(intern!(py, "strides"), py.None())?,
     }
-    match (&descriptor.mask, mask_object) {
-        (Some(_), Some(object)) => dict.set_item(intern!(py, "mask"), object)?,
-        (Some(m), None) => {
-            let view = match iface {
-                Interface::Cuda => CudaArray::from_descriptor(owner, (**m).clone())?,
-                Interface::Host => HostArray::from_descriptor(owner, (**m).clone())?,
-            };
-            dict.set_item(intern!(py, "mask"), view)?;
-        }
-        (None, _) => {}
+    if let Some(mask) = mask {
+        dict.set_item(intern!(py, "mask"), mask)?;
     }
     if iface == Interface::Cuda && Descriptor::has_stream_key(version) {
         dict.set_item(intern!(py, "stream"), descriptor.stream.to_raw())?;
+    }
+    if hidden {
+        hide(&dict);
     }
     Ok(dict)
 }

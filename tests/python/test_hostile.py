@@ -1766,40 +1766,72 @@ def test_a_first_export_on_one_thread_never_fails_an_import_of_cai_on_another():
         assert r.returncode == 0 and output.strip() == "[('export', (4,)), ('import', 'cai')]", output[-4000:]
 
 
-def test_a_template_seen_while_it_was_built_is_not_the_one_exports_copy():
-    # The dict an export builds is tracked by the collector from its first tuple on; a
-    # collection that the next allocation starts runs finalizers, which may find the dict
-    # through gc.get_objects() and keep it. What later exports copy must not be that dict.
+def test_a_dict_being_filled_cannot_be_changed_by_a_finalizer():
+    # A collection started by an allocation while cai fills an export's dict runs
+    # finalizers, which may find the unfinished dict (or a record's descr list) through
+    # gc.get_objects() and change it: a shape of their own then went out as the array's,
+    # kept for every later export of the descriptor, and NumPy read past the memory. The
+    # finalizer here changes every such dict and list except the exports already returned,
+    # and counts the unfinished dicts it finds (none: cai holds collections off meanwhile).
     out = results(
         """
         import numpy as np
-        grabbed, spare, armed = [], [], [False]
+        changed, partial, spare, armed, returned, keep = [0], [0], [], [False], set(), []
         class Cycle:
             def __del__(self):
-                if not armed[0]:
-                    return
-                for o in gc.get_objects():
-                    if type(o) is dict and "shape" in o and "typestr" in o and "version" not in o:
-                        grabbed.append(o)
-                # CPython's free lists emptied: the export's next tuple starts a collection.
-                spare.append([(i, -i) for i in range(2100)] + [(i,) for i in range(2100)] + [{} for _ in range(100)])
+                if armed[0]:
+                    for o in gc.get_objects():
+                        if id(o) in returned:
+                            continue
+                        # (A class's own dict has a `shape` too: its getter.)
+                        if type(o) is dict and type(o.get("shape")) is tuple and "typestr" in o:
+                            partial[0] += "version" not in o
+                            o["shape"] = (100_000_000,); changed[0] += 1
+                        elif type(o) is list and o and all(type(e) is tuple and len(e) == 2 and type(e[0]) is str for e in o):
+                            o.append(("x", "<V1000000")); changed[0] += 1
+                    # CPython's free lists emptied: the export's next tuple starts a collection.
+                    spare.append([(i, -i) for i in range(2100)] + [(i,) for i in range(2100)] + [{} for _ in range(100)])
                 c = Cycle(); c.self = c
-        bases = [np.arange(float(n)) for n in range(3, 40)]
-        views = [cai.as_array(b) for b in bases]
+        bases = [np.arange(float(n)) for n in range(3, 20)]
+        record = np.zeros(3, dtype=[("a", "<f4"), ("b", "<i8")])
+        views = [cai.as_array(b) for b in bases] + [cai.as_array(record)]
+        views += [cai.as_cuda_array(P(get=lambda n=n: {"shape": (n,), "typestr": "<f4", "data": (PTR + 4096 * n, False), "version": 3}))
+                  for n in range(3, 20)]
+        views.append(cai.as_cuda_array(fx.MaskedDevice(PTR, PTR + 4096, 3)))
+        matrices = [fx.BenchMatrix(PTR + 4096 * n, n, 2) for n in range(3, 12)]
+        attr = lambda o: "__array_interface__" if isinstance(o, cai.HostArray) else "__cuda_array_interface__"
+        want = [(v.shape, v.typestr, tuple(v.descr) if v.kind == "V" else None) for v in views] + [((n, 2), "<f4", None) for n in range(3, 12)]
+        def exports():
+            out = []
+            for o in views + matrices:
+                d = getattr(o, attr(o))
+                # Nothing that can start a collection until the export is marked as returned.
+                returned.add(id(d)); keep.append(d)
+                r = d.get("descr")
+                returned.add(id(r)); keep.append(r)
+                out.append((d["shape"], d["typestr"], r and tuple(r)))
+            return out
         armed[0] = True
         c = Cycle(); c.self = c; del c
         gc.set_threshold(1)
-        for v in views:
-            v.__array_interface__
+        first = exports()
         armed[0] = False
         gc.set_threshold(700)
-        for g in grabbed:
-            g["shape"] = (100_000_000,)
-        wrong = [b.shape for b in bases[-8:] if cai.as_array(b).__array_interface__["shape"] != b.shape]
-        print({"grabbed": len(grabbed) > 0, "wrong": wrong, "numpy": np.asarray(cai.as_array(bases[-1])).shape})
+        again = exports()
+        fresh = [cai.as_array(b).__array_interface__["shape"] for b in bases]
+        print({"changed": changed[0] > 0, "partial": partial[0], "first": first == want, "again": again == want, "fresh": fresh == [b.shape for b in bases],
+               "descr": views[len(bases)].__array_interface__["descr"], "numpy": [np.asarray(v).shape for v in views[len(bases) - 2:len(bases) + 1]]})
         """
     )
-    assert out == {"grabbed": True, "wrong": [], "numpy": (39,)}
+    assert out == {
+        "changed": True,
+        "partial": 0,
+        "first": True,
+        "again": True,
+        "fresh": True,
+        "descr": [("a", "<f4"), ("b", "<i8")],
+        "numpy": [(18,), (19,), (3,)],
+    }
 
 
 def test_a_one_time_lookup_made_by_two_threads_at_once_finishes():
