@@ -1110,7 +1110,7 @@ pub(crate) fn import_numpy(obj: &Bound<'_, PyAny>) -> PyResult<Option<Imported>>
         let d = PyDict::new(py);
         d.set_item(intern!(py, "max_version"), (1u32, 0u32))?;
         // Every later call passes it: out of reach, or code could ask NumPy for a copy.
-        crate::export::hide(&d);
+        crate::export::hide(d.as_any());
         Ok(d.unbind())
     })?;
     // NumPy's own method on an exact ndarray: it reads the arguments and leaves them alone.

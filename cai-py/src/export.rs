@@ -21,26 +21,34 @@ pub fn interface_dict<'py>(
     descriptor: &Descriptor,
     iface: Interface,
 ) -> PyResult<Bound<'py, PyDict>> {
-    interface_dict_with(owner, descriptor, iface, None)
+    interface_dict_with(owner, descriptor, iface, None, false)
 }
 
 /// [`interface_dict`], whose `mask`, where the descriptor has one, is `mask_object` when
 /// given: the object the descriptor's mask was read from, which a consumer reads again. (A
 /// view of the mask as read would have to keep alive what that read kept alive, the
-/// mask's interface value included, which the mask object alone does not.)
+/// mask's interface value included, which the mask object alone does not.) When `hidden`,
+/// the dict is off the collector's lists from its making on, so that no Python code can
+/// find it: for a dict that cai hands to its own code.
 pub(crate) fn interface_dict_with<'py>(
     owner: &Bound<'py, PyAny>,
     descriptor: &Descriptor,
     iface: Interface,
     mask_object: Option<&Bound<'py, PyAny>>,
+    hidden: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     // A dict of immutable values (no mask object, no descr list) is built once per
     // descriptor and copied on later exports of the same array: the copy is the caller's
     // to change.
     if descriptor.mask.is_some() || descriptor.descr.is_some() {
-        return build(owner, descriptor, iface, mask_object, false);
+        return build(owner, descriptor, iface, mask_object, hidden);
     }
-    template(owner, descriptor, iface)?.copy()
+    let copy = template(owner, descriptor, iface)?.copy()?;
+    if hidden {
+        // Nothing allocated since the copy was made: no collection has run to find it.
+        hide(copy.as_any());
+    }
+    Ok(copy)
 }
 
 /// The dict of `descriptor`, which has no mask and no `descr`, as this thread's cache
@@ -84,13 +92,16 @@ pub(crate) fn template<'py>(
     Ok(template)
 }
 
-/// Takes `dict`, a dict that holds only ints, strs, tuples of them and None (so it is part
-/// of no cycle), off the collector's lists. A dict that every later export copies must be
-/// out of reach of `gc.get_objects()` and `gc.get_referrers()`, which would hand it to code
-/// that could change what cai (and every consumer) trusts.
-pub(crate) fn hide(dict: &Bound<'_, PyDict>) {
-    // SAFETY: a live dict; untracking an object that is not tracked does nothing.
-    unsafe { pyo3::ffi::PyObject_GC_UnTrack(dict.as_ptr().cast()) };
+/// Takes `object`, a dict or a tuple (of a type the collector tracks) that is part of no
+/// cycle, off the collector's lists: out of reach of `gc.get_objects()` and
+/// `gc.get_referrers()`, which would hand it to code that could change what cai (and every
+/// consumer) trusts. A dict that every later export copies, and what cai hands to its own
+/// code, is taken off so.
+pub(crate) fn hide(object: &Bound<'_, PyAny>) {
+    debug_assert!(object.is_instance_of::<PyDict>() || object.is_instance_of::<PyTuple>());
+    // SAFETY: a live object of a type the collector tracks (its header is there);
+    // untracking one that is not tracked does nothing.
+    unsafe { pyo3::ffi::PyObject_GC_UnTrack(object.as_ptr().cast()) };
 }
 
 /// How many descriptors' dicts each thread keeps.
@@ -174,7 +185,7 @@ fn build<'py>(
         dict.set_item(intern!(py, "stream"), descriptor.stream.to_raw())?;
     }
     if hidden {
-        hide(&dict);
+        hide(dict.as_any());
     }
     Ok(dict)
 }

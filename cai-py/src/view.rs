@@ -64,7 +64,7 @@ impl Core {
     /// a consumer reads again).
     fn interface<'py>(&self, slf: &Bound<'py, PyAny>, iface: Interface) -> PyResult<Bound<'py, PyDict>> {
         let mask = self.links.mask().map(|m| m.bind(slf.py()));
-        interface_dict_with(slf, &self.export_descriptor(iface), iface, mask)
+        interface_dict_with(slf, &self.export_descriptor(iface), iface, mask, false)
     }
 
     fn repr(&self, class: &str) -> String {
@@ -262,18 +262,26 @@ impl Core {
                 // The factory is whatever `cai._cai` holds, which Python code may replace
                 // with one that makes views again.
                 let _nesting = crate::parse::Nesting::enter_message("the view factory of the cai package")?;
-                if takes_version {
+                // The dict is the factory's to read alone: it and the arguments' tuple are
+                // kept off the collector's lists, or a finalizer that a collection runs
+                // before the factory has read the dict could find it and change the array
+                // it describes (the factory would make a view of memory that is not there).
+                let args = if takes_version {
                     // The dict holds the version of the rules applied (the descriptor's).
-                    let dict = interface_dict_with(owner, &self.descriptor, iface, mask)?;
-                    return make.call1((host, dict, owner, lifeline, self.declared_version));
-                }
-                let mut d = self.descriptor.clone();
-                if iface == Interface::Cuda {
-                    // The version the producer declared, whose rules were applied.
-                    d.version = u32::try_from(self.declared_version).unwrap_or(cai_core::CURRENT_VERSION);
-                }
-                let dict = interface_dict_with(owner, &d, iface, mask)?;
-                make.call1((host, dict, owner, lifeline))
+                    let dict = interface_dict_with(owner, &self.descriptor, iface, mask, true)?;
+                    (host, dict, owner, lifeline, self.declared_version).into_pyobject(py)?
+                } else {
+                    let mut d = self.descriptor.clone();
+                    if iface == Interface::Cuda {
+                        // The version the producer declared, whose rules were applied.
+                        d.version = u32::try_from(self.declared_version).unwrap_or(cai_core::CURRENT_VERSION);
+                    }
+                    let dict = interface_dict_with(owner, &d, iface, mask, true)?;
+                    (host, dict, owner, lifeline).into_pyobject(py)?
+                };
+                // Nothing allocated since the tuple was made: no collection has run to find it.
+                crate::export::hide(args.as_any());
+                make.call1(args)
             }
         }
     }

@@ -1834,6 +1834,58 @@ def test_a_dict_being_filled_cannot_be_changed_by_a_finalizer():
     }
 
 
+def test_the_dict_a_module_hands_the_package_factory_cannot_be_changed_by_a_finalizer():
+    # A module built on cai-py (the fixtures) makes its views through the cai package's
+    # factory, handing it an interface dict. A collection that an allocation starts before
+    # the factory has read the dict (the arguments' tuple's, say) runs finalizers, which
+    # found the dict through gc.get_objects() and changed it: the factory then made a view
+    # of memory that is not there, and NumPy read past it. Each collection point in turn
+    # (the gen-0 count stepped through the call), for a record, a masked array and a
+    # derived class's named record array.
+    out = results(
+        """
+        import numpy as np
+        rec = np.zeros(3, dtype=[("a", "<f4"), ("b", "<i8")])
+        data, mask = np.arange(4.0), np.ones(4, dtype=bool)
+        class Masked:
+            @property
+            def __array_interface__(self):
+                return {"data": (data.ctypes.data, False), "shape": (4,), "typestr": "<f8", "version": 3, "mask": mask}
+        kw = fx.Keywords()
+        cases = {"record": (lambda: fx.rust_as_array(rec), (3,), (12,)), "masked": (lambda: fx.rust_as_array(Masked()), (4,), (8,)),
+                 "named record": (lambda: kw.type, kw.type.shape, kw.type.strides)}
+        changed = [0]
+        class Cycle:
+            def __del__(self):
+                for o in gc.get_objects():
+                    if type(o) is dict and list(o)[:1] == ["shape"] and type(o["shape"]) is tuple and o["shape"] != (100_000_000,):
+                        o["shape"] = (100_000_000,); o["strides"] = (1 << 30,); changed[0] += 1
+        class Junk:
+            __slots__ = ()
+        seen = {}
+        for name, (make, shape, strides) in cases.items():
+            seen[name] = set()
+            gc.set_threshold(100)
+            for k in range(60, 101):
+                gc.disable(); gc.collect()
+                c = Cycle(); c.self = c; del c
+                junk = [Junk() for _ in range(k)]
+                gc.enable()
+                v = make()
+                del junk
+                seen[name].add((v.shape, v.strides, np.asarray(v).shape))
+                gc.collect()
+            gc.set_threshold(700)
+        print({"seen": {n: sorted(s) for n, s in seen.items()}, "changed": changed[0]})
+        """
+    )
+    assert out["seen"] == {
+        "record": [((3,), (12,), (3,))],
+        "masked": [((4,), (8,), (4,))],
+        "named record": [((2,), (8,), (2,))],
+    }, out
+
+
 def test_a_one_time_lookup_made_by_two_threads_at_once_finishes():
     # One thread's lookup sleeps in an import hook (the GIL released); another thread
     # needs the same lookup meanwhile. Neither may wait for the other forever.
