@@ -92,13 +92,15 @@ pub(crate) fn template<'py>(
     Ok(template)
 }
 
-/// Takes `object`, a dict or a tuple (of a type the collector tracks) that is part of no
+/// Takes `object`, a dict, list or tuple (of a type the collector tracks) that is part of no
 /// cycle, off the collector's lists: out of reach of `gc.get_objects()` and
 /// `gc.get_referrers()`, which would hand it to code that could change what cai (and every
 /// consumer) trusts. A dict that every later export copies, and what cai hands to its own
 /// code, is taken off so.
 pub(crate) fn hide(object: &Bound<'_, PyAny>) {
-    debug_assert!(object.is_instance_of::<PyDict>() || object.is_instance_of::<PyTuple>());
+    debug_assert!(
+        object.is_instance_of::<PyDict>() || object.is_instance_of::<PyTuple>() || object.is_instance_of::<PyList>()
+    );
     // SAFETY: a live object of a type the collector tracks (its header is there);
     // untracking one that is not tracked does nothing.
     unsafe { pyo3::ffi::PyObject_GC_UnTrack(object.as_ptr().cast()) };
@@ -141,7 +143,7 @@ impl Drop for NoCollections {
 
 /// The interface dict of `descriptor`, made with the collector held off (see
 /// [`NoCollections`]) and, when `hidden`, taken off the collector's lists before it runs
-/// again.
+/// again, with its `descr` lists.
 fn build<'py>(
     owner: &Bound<'py, PyAny>,
     descriptor: &Descriptor,
@@ -166,7 +168,7 @@ fn build<'py>(
     dict.set_item(intern!(py, "shape"), PyTuple::new(py, &descriptor.shape)?)?;
     dict.set_item(intern!(py, "typestr"), typestr_str(py, &descriptor.typestr))?;
     if let Some(descr) = descriptor.descr.as_ref().filter(|d| !d.restates(&descriptor.typestr)) {
-        dict.set_item(intern!(py, "descr"), descr_list(py, descr)?)?;
+        dict.set_item(intern!(py, "descr"), fields_list(py, descr, hidden)?)?;
     }
     dict.set_item(intern!(py, "data"), (descriptor.data, descriptor.readonly))?;
     let version = match iface {
@@ -219,20 +221,33 @@ fn typestr_str<'py>(py: Python<'py>, typestr: &TypeStr) -> Bound<'py, PyString> 
 }
 
 /// A field's type as NumPy writes it: a typestr, a nested list, or `(type, shape)`.
-fn field_type<'py>(py: Python<'py>, ty: &FieldType) -> PyResult<Bound<'py, PyAny>> {
+fn field_type<'py>(py: Python<'py>, ty: &FieldType, hidden: bool) -> PyResult<Bound<'py, PyAny>> {
     Ok(match ty {
         FieldType::Scalar(t) => typestr_str(py, t).into_any(),
-        FieldType::Record(nested) => descr_list(py, nested)?.into_any(),
+        FieldType::Record(nested) => fields_list(py, nested, hidden)?.into_any(),
         FieldType::SubArray { base, shape } => {
-            PyTuple::new(py, [field_type(py, base)?, PyTuple::new(py, shape)?.into_any()])?.into_any()
+            PyTuple::new(py, [field_type(py, base, hidden)?, PyTuple::new(py, shape)?.into_any()])?.into_any()
         }
     })
 }
 
 /// A descr as NumPy writes it: a list of `(name, type[, shape])` tuples, with `(title,
-/// name)` for titled fields and nested lists for nested records.
+/// name)` for titled fields and nested lists for nested records. Filled with the
+/// collector held off (see [`NoCollections`]): a finalizer could otherwise add a field to
+/// the unfinished list.
 pub(crate) fn descr_list<'py>(py: Python<'py>, descr: &Descr) -> PyResult<Bound<'py, PyList>> {
+    let _held = NoCollections::hold(py);
+    fields_list(py, descr, false)
+}
+
+/// [`descr_list`] with the collector already held off; when `hidden`, each list (the
+/// nested ones too) is taken off the collector's lists, for a dict that cai hands to its
+/// own code.
+fn fields_list<'py>(py: Python<'py>, descr: &Descr, hidden: bool) -> PyResult<Bound<'py, PyList>> {
     let list = PyList::empty(py);
+    if hidden {
+        hide(list.as_any());
+    }
     for field in &descr.fields {
         let name = match &field.title {
             Some(title) => (title.as_str(), field.name.as_str()).into_pyobject(py)?.into_any(),
@@ -241,10 +256,12 @@ pub(crate) fn descr_list<'py>(py: Python<'py>, descr: &Descr) -> PyResult<Bound<
         let entry = match (&field.ty, field.shape.is_empty()) {
             // An explicit `()`, written as it was read: `('', '<V2', ())`.
             (FieldType::SubArray { base, shape }, true) if shape.is_empty() => {
-                PyTuple::new(py, [name, field_type(py, base)?, PyTuple::empty(py).into_any()])?
+                PyTuple::new(py, [name, field_type(py, base, hidden)?, PyTuple::empty(py).into_any()])?
             }
-            (ty, true) => PyTuple::new(py, [name, field_type(py, ty)?])?,
-            (ty, false) => PyTuple::new(py, [name, field_type(py, ty)?, PyTuple::new(py, &field.shape)?.into_any()])?,
+            (ty, true) => PyTuple::new(py, [name, field_type(py, ty, hidden)?])?,
+            (ty, false) => {
+                PyTuple::new(py, [name, field_type(py, ty, hidden)?, PyTuple::new(py, &field.shape)?.into_any()])?
+            }
         };
         list.append(entry)?;
     }

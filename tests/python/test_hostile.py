@@ -1839,7 +1839,9 @@ def test_the_dict_a_module_hands_the_package_factory_cannot_be_changed_by_a_fina
     # factory, handing it an interface dict. A collection that an allocation starts before
     # the factory has read the dict (the arguments' tuple's, say) runs finalizers, which
     # found the dict through gc.get_objects() and changed it: the factory then made a view
-    # of memory that is not there, and NumPy read past it. Each collection point in turn
+    # of memory that is not there, and NumPy read past it (or, with a record's descr list
+    # changed, read its bytes as object pointers; the views' `descr` getter filled its list
+    # as openly). Each collection point in turn
     # (the gen-0 count stepped through the call), for a record, a masked array and a
     # derived class's named record array.
     out = results(
@@ -1847,19 +1849,34 @@ def test_the_dict_a_module_hands_the_package_factory_cannot_be_changed_by_a_fina
         import numpy as np
         rec = np.zeros(3, dtype=[("a", "<f4"), ("b", "<i8")])
         data, mask = np.arange(4.0), np.ones(4, dtype=bool)
+        # The producers' dicts are made before any collection is armed (NumPy's, made on
+        # each read, would be changed by the finalizer itself): only cai's are at stake.
+        REC = {"data": (rec.ctypes.data, False), "shape": (3,), "typestr": "|V12", "descr": [("a", "<f4"), ("b", "<i8")], "version": 3}
+        class Record:
+            __array_interface__ = property(lambda self: REC)
         class Masked:
             @property
             def __array_interface__(self):
                 return {"data": (data.ctypes.data, False), "shape": (4,), "typestr": "<f8", "version": 3, "mask": mask}
         kw = fx.Keywords()
-        cases = {"record": (lambda: fx.rust_as_array(rec), (3,), (12,)), "masked": (lambda: fx.rust_as_array(Masked()), (4,), (8,)),
+        cases = {"record": (lambda: fx.rust_as_array(Record()), (3,), (12,)), "masked": (lambda: fx.rust_as_array(Masked()), (4,), (8,)),
                  "named record": (lambda: kw.type, kw.type.shape, kw.type.strides)}
+        import re
         changed = [0]
+        def as_objects(fields):
+            size = sum(int(t[2:]) for _, t in fields)
+            return [(f"o{i}", "|O") for i in range(size // 8)] + ([("rest", f"|V{size % 8}")] if size % 8 else [])
         class Cycle:
             def __del__(self):
                 for o in gc.get_objects():
                     if type(o) is dict and list(o)[:1] == ["shape"] and type(o["shape"]) is tuple and o["shape"] != (100_000_000,):
                         o["shape"] = (100_000_000,); o["strides"] = (1 << 30,); changed[0] += 1
+                    # A record's fields, made Python objects over the raw bytes: a descr list
+                    # that no dict the collector sees holds (the producers' own are in theirs).
+                    elif (type(o) is list and o and all(type(e) is tuple and len(e) == 2 and type(e[0]) is str and type(e[1]) is str
+                                                         and re.fullmatch("[<>|][a-zA-NP-Z][0-9]+", e[1]) for e in o)
+                          and o[0][0] and not any(type(r) is dict for r in gc.get_referrers(o))):
+                        o[:] = as_objects(o); changed[0] += 1
         class Junk:
             __slots__ = ()
         seen = {}
@@ -1873,16 +1890,16 @@ def test_the_dict_a_module_hands_the_package_factory_cannot_be_changed_by_a_fina
                 gc.enable()
                 v = make()
                 del junk
-                seen[name].add((v.shape, v.strides, np.asarray(v).shape))
+                seen[name].add((v.shape, v.strides, tuple(v.descr)))
                 gc.collect()
             gc.set_threshold(700)
         print({"seen": {n: sorted(s) for n, s in seen.items()}, "changed": changed[0]})
         """
     )
     assert out["seen"] == {
-        "record": [((3,), (12,), (3,))],
-        "masked": [((4,), (8,), (4,))],
-        "named record": [((2,), (8,), (2,))],
+        "record": [((3,), (12,), (("a", "<f4"), ("b", "<i8")))],
+        "masked": [((4,), (8,), (("", "<f8"),))],
+        "named record": [((2,), (8,), (("f0", "|u1"), ("", "|V3"), ("f2", "<f4")))],
     }, out
 
 
