@@ -226,9 +226,19 @@ fn field_type<'py>(py: Python<'py>, ty: &FieldType, hidden: bool) -> PyResult<Bo
         FieldType::Scalar(t) => typestr_str(py, t).into_any(),
         FieldType::Record(nested) => fields_list(py, nested, hidden)?.into_any(),
         FieldType::SubArray { base, shape } => {
-            PyTuple::new(py, [field_type(py, base, hidden)?, PyTuple::new(py, shape)?.into_any()])?.into_any()
+            hidden_if(hidden, PyTuple::new(py, [field_type(py, base, hidden)?, PyTuple::new(py, shape)?.into_any()])?)
+                .into_any()
         }
     })
+}
+
+/// `tuple`, taken off the collector's lists when `hidden`: a tuple that holds a nested
+/// record's list stays tracked, and would lead a finalizer to the list.
+fn hidden_if<'py>(hidden: bool, tuple: Bound<'py, PyTuple>) -> Bound<'py, PyTuple> {
+    if hidden {
+        hide(tuple.as_any());
+    }
+    tuple
 }
 
 /// A descr as NumPy writes it: a list of `(name, type[, shape])` tuples, with `(title,
@@ -240,9 +250,9 @@ pub(crate) fn descr_list<'py>(py: Python<'py>, descr: &Descr) -> PyResult<Bound<
     fields_list(py, descr, false)
 }
 
-/// [`descr_list`] with the collector already held off; when `hidden`, each list (the
-/// nested ones too) is taken off the collector's lists, for a dict that cai hands to its
-/// own code.
+/// [`descr_list`] with the collector already held off; when `hidden`, each list and each
+/// tuple that holds them (the nested ones too) is taken off the collector's lists, for a
+/// dict that cai hands to its own code.
 fn fields_list<'py>(py: Python<'py>, descr: &Descr, hidden: bool) -> PyResult<Bound<'py, PyList>> {
     let list = PyList::empty(py);
     if hidden {
@@ -263,7 +273,7 @@ fn fields_list<'py>(py: Python<'py>, descr: &Descr, hidden: bool) -> PyResult<Bo
                 PyTuple::new(py, [name, field_type(py, ty, hidden)?, PyTuple::new(py, &field.shape)?.into_any()])?
             }
         };
-        list.append(entry)?;
+        list.append(hidden_if(hidden, entry))?;
     }
     Ok(list)
 }

@@ -1839,48 +1839,62 @@ def test_the_dict_a_module_hands_the_package_factory_cannot_be_changed_by_a_fina
     # factory, handing it an interface dict. A collection that an allocation starts before
     # the factory has read the dict (the arguments' tuple's, say) runs finalizers, which
     # found the dict through gc.get_objects() and changed it: the factory then made a view
-    # of memory that is not there, and NumPy read past it (or, with a record's descr list
-    # changed, read its bytes as object pointers; the views' `descr` getter filled its list
-    # as openly). Each collection point in turn
-    # (the gen-0 count stepped through the call), for a record, a masked array and a
-    # derived class's named record array.
+    # of memory that is not there, and NumPy read past it; or changed its descr list (or a
+    # nested record's list, through the tracked tuple holding it) to make the fields Python
+    # objects over the raw bytes, which NumPy dereferences. The views' `descr` getter filled
+    # its list as openly. Each collection point in turn (the gen-0 count stepped through the
+    # call), for a record, a nested record, a masked array and a derived class's named
+    # record array; the finalizer must have run inside each call.
     out = results(
         """
+        import re
         import numpy as np
         rec = np.zeros(3, dtype=[("a", "<f4"), ("b", "<i8")])
+        nested = np.zeros(3, dtype=[("a", [("x", "<f4"), ("y", "<i4")]), ("b", "<i8")])
         data, mask = np.arange(4.0), np.ones(4, dtype=bool)
         # The producers' dicts are made before any collection is armed (NumPy's, made on
         # each read, would be changed by the finalizer itself): only cai's are at stake.
         REC = {"data": (rec.ctypes.data, False), "shape": (3,), "typestr": "|V12", "descr": [("a", "<f4"), ("b", "<i8")], "version": 3}
+        NESTED = {"data": (nested.ctypes.data, False), "shape": (3,), "typestr": "|V16",
+                  "descr": [("a", [("x", "<f4"), ("y", "<i4")]), ("b", "<i8")], "version": 3}
+        theirs = {id(REC["descr"]), id(NESTED["descr"]), id(NESTED["descr"][0][1])}
         class Record:
             __array_interface__ = property(lambda self: REC)
+        class Nested:
+            __array_interface__ = property(lambda self: NESTED)
         class Masked:
             @property
             def __array_interface__(self):
                 return {"data": (data.ctypes.data, False), "shape": (4,), "typestr": "<f8", "version": 3, "mask": mask}
         kw = fx.Keywords()
-        cases = {"record": (lambda: fx.rust_as_array(Record()), (3,), (12,)), "masked": (lambda: fx.rust_as_array(Masked()), (4,), (8,)),
-                 "named record": (lambda: kw.type, kw.type.shape, kw.type.strides)}
-        import re
-        changed = [0]
+        cases = {"record": lambda: fx.rust_as_array(Record()), "nested record": lambda: fx.rust_as_array(Nested()),
+                 "masked": lambda: fx.rust_as_array(Masked()), "named record": lambda: kw.type}
+        changed, inside, calling = [0], {name: 0 for name in cases}, [None]
+        def fields(o):
+            # A descr list of cai's: (name, typestr) pairs, the first one named (NumPy's
+            # plain descr of a mask, [('', '|b1')], is not).
+            return (type(o) is list and o and id(o) not in theirs
+                    and all(type(e) is tuple and len(e) == 2 and type(e[0]) is str and type(e[1]) is str
+                            and re.fullmatch("[<>|][a-zA-NP-Z][0-9]+", e[1]) for e in o)
+                    and o[0][0] != "")
         def as_objects(fields):
             size = sum(int(t[2:]) for _, t in fields)
             return [(f"o{i}", "|O") for i in range(size // 8)] + ([("rest", f"|V{size % 8}")] if size % 8 else [])
         class Cycle:
             def __del__(self):
+                if calling[0]:
+                    inside[calling[0]] += 1
                 for o in gc.get_objects():
                     if type(o) is dict and list(o)[:1] == ["shape"] and type(o["shape"]) is tuple and o["shape"] != (100_000_000,):
                         o["shape"] = (100_000_000,); o["strides"] = (1 << 30,); changed[0] += 1
-                    # A record's fields, made Python objects over the raw bytes: a descr list
-                    # that no dict the collector sees holds (the producers' own are in theirs).
-                    elif (type(o) is list and o and all(type(e) is tuple and len(e) == 2 and type(e[0]) is str and type(e[1]) is str
-                                                         and re.fullmatch("[<>|][a-zA-NP-Z][0-9]+", e[1]) for e in o)
-                          and o[0][0] and not any(type(r) is dict for r in gc.get_referrers(o))):
+                    elif fields(o):
                         o[:] = as_objects(o); changed[0] += 1
+                    elif type(o) is tuple and len(o) in (2, 3) and type(o[0]) is str and fields(o[1]):
+                        o[1][:] = as_objects(o[1]); changed[0] += 1
         class Junk:
             __slots__ = ()
         seen = {}
-        for name, (make, shape, strides) in cases.items():
+        for name, make in cases.items():
             seen[name] = set()
             gc.set_threshold(100)
             for k in range(60, 101):
@@ -1888,18 +1902,22 @@ def test_the_dict_a_module_hands_the_package_factory_cannot_be_changed_by_a_fina
                 c = Cycle(); c.self = c; del c
                 junk = [Junk() for _ in range(k)]
                 gc.enable()
+                calling[0] = name
                 v = make()
+                calling[0] = None
                 del junk
-                seen[name].add((v.shape, v.strides, tuple(v.descr)))
+                seen[name].add((v.shape, v.strides, repr(v.descr)))
                 gc.collect()
             gc.set_threshold(700)
-        print({"seen": {n: sorted(s) for n, s in seen.items()}, "changed": changed[0]})
+        print({"seen": {n: sorted(s) for n, s in seen.items()}, "inside": all(inside.values()), "counts": inside})
         """
     )
+    assert out["inside"], out
     assert out["seen"] == {
-        "record": [((3,), (12,), (("a", "<f4"), ("b", "<i8")))],
-        "masked": [((4,), (8,), (("", "<f8"),))],
-        "named record": [((2,), (8,), (("f0", "|u1"), ("", "|V3"), ("f2", "<f4")))],
+        "record": [((3,), (12,), "[('a', '<f4'), ('b', '<i8')]")],
+        "nested record": [((3,), (16,), "[('a', [('x', '<f4'), ('y', '<i4')]), ('b', '<i8')]")],
+        "masked": [((4,), (8,), "[('', '<f8')]")],
+        "named record": [((2,), (8,), "[('f0', '|u1'), ('', '|V3'), ('f2', '<f4')]")],
     }, out
 
 
