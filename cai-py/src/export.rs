@@ -43,12 +43,8 @@ pub(crate) fn interface_dict_with<'py>(
     if descriptor.mask.is_some() || descriptor.descr.is_some() {
         return build(owner, descriptor, iface, mask_object, hidden);
     }
-    let copy = template(owner, descriptor, iface)?.copy()?;
-    if hidden {
-        // Nothing allocated since the copy was made: no collection has run to find it.
-        hide(copy.as_any());
-    }
-    Ok(copy)
+    // Hidden with nothing allocated since the copy was made: no collection has run to find it.
+    Ok(hidden_if(hidden, template(owner, descriptor, iface)?.copy()?))
 }
 
 /// The dict of `descriptor`, which has no mask and no `descr`, as this thread's cache
@@ -186,10 +182,7 @@ fn build<'py>(
     if iface == Interface::Cuda && Descriptor::has_stream_key(version) {
         dict.set_item(intern!(py, "stream"), descriptor.stream.to_raw())?;
     }
-    if hidden {
-        hide(dict.as_any());
-    }
-    Ok(dict)
+    Ok(hidden_if(hidden, dict))
 }
 
 /// The typestr as a Python string, made once per typestr and thread for the first 64
@@ -232,13 +225,14 @@ fn field_type<'py>(py: Python<'py>, ty: &FieldType, hidden: bool) -> PyResult<Bo
     })
 }
 
-/// `tuple`, taken off the collector's lists when `hidden`: a tuple that holds a nested
-/// record's list stays tracked, and would lead a finalizer to the list.
-fn hidden_if<'py>(hidden: bool, tuple: Bound<'py, PyTuple>) -> Bound<'py, PyTuple> {
+/// `object` (a dict, list or tuple), taken off the collector's lists when `hidden` (see
+/// [`hide`]). A tuple counts too: one that holds a nested record's list stays tracked, and
+/// would lead a finalizer to the list.
+fn hidden_if<'py, T>(hidden: bool, object: Bound<'py, T>) -> Bound<'py, T> {
     if hidden {
-        hide(tuple.as_any());
+        hide(object.as_any());
     }
-    tuple
+    object
 }
 
 /// A descr as NumPy writes it: a list of `(name, type[, shape])` tuples, with `(title,
@@ -254,10 +248,7 @@ pub(crate) fn descr_list<'py>(py: Python<'py>, descr: &Descr) -> PyResult<Bound<
 /// tuple that holds them (the nested ones too) is taken off the collector's lists, for a
 /// dict that cai hands to its own code.
 fn fields_list<'py>(py: Python<'py>, descr: &Descr, hidden: bool) -> PyResult<Bound<'py, PyList>> {
-    let list = PyList::empty(py);
-    if hidden {
-        hide(list.as_any());
-    }
+    let list = hidden_if(hidden, PyList::empty(py));
     for field in &descr.fields {
         let name = match &field.title {
             Some(title) => (title.as_str(), field.name.as_str()).into_pyobject(py)?.into_any(),
