@@ -76,20 +76,26 @@ impl<T: Element, D: Dimension, A: Access> Drop for PyHostArray<'_, T, D, A> {
 ///
 /// Every extension module built on cai-py links its own copy of this code, and a slice
 /// taken by one module must be seen by the others: the registry's two operations are a
-/// `#[repr(C)]` table, which the first module to take a slice publishes as a capsule in
-/// the interpreter's state dict (`PyInterpreterState_GetDict`, under `'cai.slices_v1'`),
-/// and which every module then uses. Python code cannot reach that dict (it is untracked
-/// by the collector too, holding no container), so it cannot split the modules between
-/// two tables, which a table published in `sys` allowed (`del sys.<name>` before another
-/// module's first slice gave two `&mut` slices of the same bytes).
+/// `#[repr(C)]` table, which every module exports as the symbol `cai_py_slices_v2`. On
+/// Linux (glibc) every module uses the table of the first object the process loaded that
+/// exports one, which it finds by walking the loader's list of objects
+/// (`dl_iterate_phdr`), in the order they were loaded. That order only grows at its end,
+/// and Python code cannot change it: re-opening a module under other flags
+/// (`sys.setdlopenflags`) or another name moves nothing.
+///
+/// Any place Python code can reach could be split: a table published in `sys` was (`del
+/// sys.<name>` before another module's first slice gave two `&mut` slices of the same
+/// bytes), and so was one in the interpreter's state dict, which the collector hands to
+/// Python code as soon as C code puts a container in it (CPython 3.13's `datetime` puts
+/// its module there). Elsewhere (macOS, Windows, musl) the table is still published in
+/// that dict, and Python code can split it there once the dict is reachable.
 mod slices {
-    use std::ffi::{c_void, CStr};
+    use std::ffi::CStr;
     use std::ops::Range;
     use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
-    use pyo3::exceptions::{PyBufferError, PyMemoryError};
-    use pyo3::types::{PyAnyMethods, PyTypeMethods};
-    use pyo3::{ffi, Bound, PyErr, PyResult, Python};
+    use pyo3::exceptions::PyBufferError;
+    use pyo3::{PyResult, Python};
 
     use crate::holds::Holds;
 
@@ -111,10 +117,13 @@ mod slices {
     }
 
     const LAYOUT: u32 = 1;
-    /// The capsule's name, and its key in the interpreter's state dict.
-    const CAPSULE: &CStr = c"cai.slices_v1";
+    /// The symbol every module exports its table under (and, where the table is published
+    /// in the interpreter's state dict, the capsule's name and its key there).
+    const NAME: &CStr = c"cai_py_slices_v2";
 
     static HELD: Mutex<Holds<()>> = Mutex::new(Holds::new());
+    /// This module's table, exported so that other modules can find it.
+    #[export_name = "cai_py_slices_v2"]
     static OWN: Table = Table { layout: LAYOUT, take: own_take, give_back: own_give_back };
     /// The table this module uses, chosen once.
     static CHOSEN: OnceLock<&'static Table> = OnceLock::new();
@@ -148,9 +157,8 @@ mod slices {
         held().give_back(id);
     }
 
-    /// The table every module uses: the one published in the interpreter's state dict, or
-    /// this module's, which it then publishes. No Python code runs here (the dict holds
-    /// str keys; a capsule runs none), so the choice is made once, under the GIL, for good.
+    /// The table every module uses; see the module's text. No Python code runs here, so
+    /// the choice is made once, for good.
     fn table(py: Python<'_>) -> PyResult<&'static Table> {
         match CHOSEN.get() {
             Some(&table) => Ok(table),
@@ -160,56 +168,159 @@ mod slices {
 
     #[cold]
     fn choose(py: Python<'_>) -> PyResult<&'static Table> {
+        let found = find(py)?;
+        // SAFETY: `found` points at a `Table` of some module built on cai-py, a static of a
+        // module that stays loaded for the life of the process; its first field says which
+        // fields follow, and is read before anything else.
+        let chosen = unsafe {
+            let layout = std::ptr::addr_of!((*found).layout).read();
+            if layout < LAYOUT {
+                return Err(PyBufferError::new_err(format!(
+                    "the process's slice table '{}' has layout {layout}, older than this module's {LAYOUT}; slices \
+                     cannot be checked against other modules'",
+                    NAME.to_string_lossy()
+                )));
+            }
+            &*found
+        };
+        // The first choice stored wins (another thread may have chosen meanwhile; both
+        // found the same table).
+        Ok(*CHOSEN.get_or_init(|| chosen))
+    }
+
+    /// The table of the first object the process loaded (in the loader's own order) that
+    /// exports one; see the module's text.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    fn find(_py: Python<'_>) -> PyResult<*const Table> {
+        use std::ffi::{c_int, c_void, CString};
+
+        /// A loaded object: its name (empty for the program) and the addresses of its
+        /// segments.
+        struct Object {
+            name: CString,
+            segments: Vec<Range<usize>>,
+        }
+
+        /// Called by `dl_iterate_phdr` for each loaded object, in load order.
+        ///
+        /// # Safety
+        ///
+        /// `info` is the loader's description of an object, valid for the call, and `data`
+        /// the `Vec<Object>` below.
+        unsafe extern "C" fn gather(info: *mut libc::dl_phdr_info, _size: libc::size_t, data: *mut c_void) -> c_int {
+            // SAFETY: as the caller promises; the name is a C string and the program headers
+            // an array of `dlpi_phnum`, both valid for the call and copied here.
+            unsafe {
+                let (info, objects) = (&*info, &mut *data.cast::<Vec<Object>>());
+                let name =
+                    if info.dlpi_name.is_null() { CString::default() } else { CStr::from_ptr(info.dlpi_name).into() };
+                let headers = match info.dlpi_phdr.is_null() {
+                    true => &[][..],
+                    false => std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)),
+                };
+                let segments = headers
+                    .iter()
+                    .filter(|h| h.p_type == libc::PT_LOAD)
+                    .filter_map(|h| {
+                        let start = usize::try_from(info.dlpi_addr.wrapping_add(h.p_vaddr)).ok()?;
+                        Some(start..start.checked_add(usize::try_from(h.p_memsz).ok()?)?)
+                    })
+                    .collect();
+                objects.push(Object { name, segments });
+            }
+            0
+        }
+
+        let mut objects: Vec<Object> = Vec::new();
+        // SAFETY: `gather` is called with the loader's descriptions and `objects`, which
+        // outlives the call.
+        unsafe { libc::dl_iterate_phdr(Some(gather), std::ptr::addr_of_mut!(objects).cast()) };
+        // Objects are never unloaded here (Python keeps its extension modules, and a loaded
+        // object exporting a table is one), and new ones come after these: the first object
+        // with a table stays the first, whichever module looks and whenever.
+        let found = objects.iter().find_map(|object| {
+            // SAFETY: the loader's functions, given null or a C string and a handle they
+            // returned. Opening a loaded object by the name the loader gave it (glibc matches
+            // names, without reading the file) counts one more open, which `dlclose` undoes;
+            // the vDSO and any object that cannot be opened again give null and are passed.
+            let symbol = unsafe {
+                let handle = match object.name.is_empty() {
+                    true => libc::dlopen(std::ptr::null(), libc::RTLD_LAZY),
+                    false => libc::dlopen(object.name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD),
+                };
+                if handle.is_null() {
+                    return None;
+                }
+                let symbol = libc::dlsym(handle, NAME.as_ptr());
+                libc::dlclose(handle);
+                symbol
+            };
+            // A handle's search reaches other objects too (the program's, the global scope):
+            // the symbol counts where it lies in this object.
+            let address = symbol as usize;
+            (!symbol.is_null() && object.segments.iter().any(|s| s.contains(&address)))
+                .then_some(symbol.cast::<Table>().cast_const())
+        });
+        // SAFETY: clears the loader's message of a failed open above, which is no error.
+        unsafe { libc::dlerror() };
+        found.ok_or_else(|| {
+            // This module's own table is exported unless cai-py is linked into a program
+            // (one that embeds Python), whose symbols are not exported by default.
+            PyBufferError::new_err(format!(
+                "no loaded object exports the slice table '{0}', so slices cannot be checked against other \
+                 modules': cai-py is linked into a program that does not export it (link the program with \
+                 -Wl,--export-dynamic-symbol={0}, or -rdynamic)",
+                NAME.to_string_lossy()
+            ))
+        })
+    }
+
+    /// The table published in the interpreter's state dict, or this module's, which it
+    /// then publishes. No Python code runs here (the dict holds str keys; a capsule runs
+    /// none).
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    fn find(py: Python<'_>) -> PyResult<*const Table> {
+        use pyo3::exceptions::PyMemoryError;
+        use pyo3::types::{PyAnyMethods, PyTypeMethods};
+        use pyo3::{ffi, Bound, PyErr};
+
         let no_memory = || PyErr::take(py).unwrap_or_else(|| PyMemoryError::new_err("no memory for the slice table"));
         // SAFETY: the GIL is held (the callers hold an argument). The state dict is
         // borrowed from the interpreter, which outlives this call; the key is a new
         // reference, released below; `PyDict_GetItemWithError` returns a borrowed reference
-        // or null (with an exception on failure). A capsule of our name points at a `Table`,
-        // a static of a module that stays loaded for the life of the process, whose first
-        // field is read before anything else.
-        let chosen: &'static Table = unsafe {
+        // or null (with an exception on failure).
+        unsafe {
             let dict = ffi::PyInterpreterState_GetDict(ffi::PyInterpreterState_Get());
             if dict.is_null() {
                 return Err(no_memory());
             }
             let key =
-                Bound::from_owned_ptr_or_opt(py, ffi::PyUnicode_FromString(CAPSULE.as_ptr())).ok_or_else(no_memory)?;
+                Bound::from_owned_ptr_or_opt(py, ffi::PyUnicode_FromString(NAME.as_ptr())).ok_or_else(no_memory)?;
             let found = ffi::PyDict_GetItemWithError(dict, key.as_ptr());
             if !found.is_null() {
-                if ffi::PyCapsule_IsValid(found, CAPSULE.as_ptr()) != 1 {
+                if ffi::PyCapsule_IsValid(found, NAME.as_ptr()) != 1 {
                     // Held: naming its type may run code (a metaclass's `__name__`).
                     let found = Bound::<pyo3::PyAny>::from_borrowed_ptr(py, found);
                     return Err(PyBufferError::new_err(format!(
                         "the interpreter's slice table '{}' is a {}, not cai-py's capsule (put there by other C code); \
                          slices cannot be checked against other modules'",
-                        CAPSULE.to_string_lossy(),
+                        NAME.to_string_lossy(),
                         found.get_type().name().map(|n| n.to_string()).unwrap_or_default()
                     )));
                 }
-                let table = ffi::PyCapsule_GetPointer(found, CAPSULE.as_ptr()).cast::<Table>();
-                let layout = std::ptr::addr_of!((*table).layout).read();
-                if layout < LAYOUT {
-                    return Err(PyBufferError::new_err(format!(
-                        "the interpreter's slice table '{}' has layout {layout}, older than this module's {LAYOUT}; \
-                         slices cannot be checked against other modules'",
-                        CAPSULE.to_string_lossy()
-                    )));
-                }
-                &*table
+                Ok(ffi::PyCapsule_GetPointer(found, NAME.as_ptr()).cast::<Table>().cast_const())
             } else if ffi::PyErr_Occurred().is_null() {
-                let own = std::ptr::addr_of!(OWN).cast_mut().cast::<c_void>();
-                let capsule = Bound::from_owned_ptr_or_opt(py, ffi::PyCapsule_New(own, CAPSULE.as_ptr(), None))
+                let own = std::ptr::addr_of!(OWN).cast_mut().cast::<std::ffi::c_void>();
+                let capsule = Bound::from_owned_ptr_or_opt(py, ffi::PyCapsule_New(own, NAME.as_ptr(), None))
                     .ok_or_else(no_memory)?;
                 if ffi::PyDict_SetItem(dict, key.as_ptr(), capsule.as_ptr()) != 0 {
                     return Err(no_memory());
                 }
-                &OWN
+                Ok(std::ptr::addr_of!(OWN))
             } else {
-                return Err(PyErr::fetch(py));
+                Err(PyErr::fetch(py))
             }
-        };
-        // The first choice stored wins (another thread may have chosen meanwhile).
-        Ok(*CHOSEN.get_or_init(|| chosen))
+        }
     }
 
     /// Takes `bytes` for a slice (`exclusive`: for writing), in place of `previous`, the

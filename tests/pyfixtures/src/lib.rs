@@ -938,6 +938,27 @@ fn host_hold(mut x: PyHostArrayRw<'_, f64>, during: &Bound<'_, PyAny>) -> PyResu
     Ok(result.unbind())
 }
 
+/// Puts a list into the interpreter's state dict, so that the collector tracks the dict and
+/// `gc.get_objects()` hands it to Python code, as CPython 3.13's `datetime` does by putting
+/// its module there.
+#[pyfunction]
+fn track_interpreter_dict(py: Python<'_>) -> PyResult<()> {
+    let list = pyo3::types::PyList::empty(py);
+    // SAFETY: the GIL is held; the state dict is borrowed from the interpreter, which
+    // outlives the call, and `PyDict_SetItemString` takes its own reference to the list.
+    let status = unsafe {
+        let dict = pyo3::ffi::PyInterpreterState_GetDict(pyo3::ffi::PyInterpreterState_Get());
+        if dict.is_null() {
+            return Err(pyo3::exceptions::PyRuntimeError::new_err("no interpreter state dict"));
+        }
+        pyo3::ffi::PyDict_SetItemString(dict, c"cai_fixtures.tracked".as_ptr(), list.as_ptr())
+    };
+    if status != 0 {
+        return Err(PyErr::fetch(py));
+    }
+    Ok(())
+}
+
 /// Holds `x` as a slice while `during()` runs; returns what `during` returned.
 #[pyfunction]
 fn host_hold_ro(x: PyHostArrayRo<'_, f64>, during: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
@@ -1131,5 +1152,6 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(view_floor, m)?)?;
     m.add_function(wrap_pyfunction!(read_floor, m)?)?;
     m.add_function(wrap_pyfunction!(read_host_floor, m)?)?;
+    m.add_function(wrap_pyfunction!(track_interpreter_dict, m)?)?;
     Ok(())
 }
