@@ -49,8 +49,10 @@ use crate::extract::{read, shared_accessors, Access, Argument, Dimension, IxDyn,
 /// module, or on another thread once it releases the GIL) is a `BufferError` when either
 /// may write; the argument gives its slice back when it is dropped. As with rust-numpy,
 /// the guarantee is among Rust code: Python code that runs while the function holds a
-/// slice may still write the same array, and a `#[pyclass]`'s own fields are not seen (a
-/// method taking `&mut self` and an array of the object's own memory holds both). An
+/// slice may still write the same array, or free its memory where NumPy lets it
+/// (`ndarray.__setstate__`, `ndarray.resize(..., refcheck=False)`), and a `#[pyclass]`'s
+/// own fields are not seen (a method taking `&mut self` and an array of the object's own
+/// memory holds both). An
 /// argument leaked with `std::mem::forget` keeps its slices' bytes held for the rest of
 /// the process.
 ///
