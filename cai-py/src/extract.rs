@@ -134,7 +134,7 @@ impl Access for ReadWrite {
 ///   named: the host waits for the producer's pending work (once), so that work launched
 ///   afterwards on any stream sees it. The stream of that work is unknown here, so the
 ///   function must see it finished before it returns (or name its stream instead);
-/// - [`cudarc_view`](Self::cudarc_view): a cudarc slice on the producer's own stream, which
+/// - `cudarc_view` (feature `driver`): a cudarc slice on the producer's own stream, which
 ///   orders any other stream it is used on.
 ///
 /// `CAI_IMPORT_SYNC` (or `cai.configure(import_sync=...)`) applies: `ignore` skips the
