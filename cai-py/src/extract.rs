@@ -142,8 +142,12 @@ impl Access for ReadWrite {
 /// stream needs the CUDA driver: without one, extraction raises `cai.CudaDriverError`.
 ///
 /// Two extractions of overlapping memory in one call, where either is read-write, are
-/// refused with `BufferError`, as rust-numpy does; the check covers the arrays extracted
-/// by this extension module.
+/// refused with `BufferError`; the check covers the arrays extracted by this extension
+/// module. As in rust-numpy, arrays whose elements interleave without sharing a byte (the
+/// columns of a matrix, the real and imaginary parts of a complex array) do not overlap:
+/// two arrays overlap when their byte ranges do and an element of one can share a byte
+/// with an element of the other, judged from the greatest common divisor of their strides
+/// and their item sizes (which can see an overlap where there is none, never miss one).
 ///
 /// ```no_run
 /// use cai_core::Stream;
@@ -927,7 +931,7 @@ mod registry {
     use std::cell::RefCell;
 
     use super::*;
-    use crate::holds::Holds;
+    use crate::holds::{Holds, Lattice};
 
     /// What a thread's live extractions hold (scoped by the frame of their call), and the
     /// box of the last one dropped.
@@ -965,14 +969,16 @@ mod registry {
         let bytes = if extent.is_empty() {
             None
         } else {
-            Some((d.byte_range_of(extent).map_err(crate::error::to_py_err)?, calling_frame()?))
+            let strides = d.strides().map_err(crate::error::to_py_err)?;
+            let lattice = Lattice::of(d.data, &d.shape, &strides, d.typestr.itemsize());
+            Some((d.byte_range_of(extent).map_err(crate::error::to_py_err)?, lattice, calling_frame()?))
         };
         let empty = bytes.is_none();
         let taken = REGISTRY.try_with(|registry| {
             let Registry { holds, spare } = &mut *registry.borrow_mut();
-            let Some((bytes, frame)) = bytes else { return Ok((None, spare.take())) };
+            let Some((bytes, lattice, frame)) = bytes else { return Ok((None, spare.take())) };
             let (start, end) = (bytes.start, bytes.end);
-            match holds.take(frame, bytes, writable, None) {
+            match holds.take(frame, bytes, Some(lattice), writable, None) {
                 Ok(id) => Ok((Some(id), spare.take())),
                 Err(other) => {
                     let kinds = match (writable, other.writable) {

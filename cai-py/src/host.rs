@@ -11,6 +11,7 @@ use pyo3::Borrowed;
 use crate::dlpack::Memory;
 use crate::error::{py_tuple, Problem};
 use crate::extract::{read, shared_accessors, Access, Argument, Dimension, IxDyn, ReadOnly, ReadWrite};
+use crate::holds::Lattice;
 
 /// A host array argument of element type `T` and dimensionality `D`, taken from a NumPy
 /// array, any object that exports NumPy's `__array_interface__`, a `cai.HostArray`, a
@@ -99,26 +100,31 @@ mod slices {
     use pyo3::exceptions::PyBufferError;
     use pyo3::{PyResult, Python};
 
-    use crate::holds::Holds;
+    use crate::holds::{Holds, Lattice};
+
+    /// Takes `start..end` (`exclusive`: for writing) in place of entry `previous` (0:
+    /// none). Returns the entry's id (never 0), or 0 and the conflicting bytes in `other`.
+    type Take =
+        unsafe extern "C" fn(start: usize, end: usize, exclusive: bool, previous: u64, other: *mut [usize; 2]) -> u64;
+    /// [`Take`] for the elements of a strided array, which lie on `lattice` (origin, step,
+    /// item size: see [`Lattice`]) within `start..end`.
+    type TakeStrided = unsafe extern "C" fn(usize, usize, *const [usize; 3], bool, u64, *mut [usize; 2]) -> u64;
 
     /// The registry's operations, as every module sees them. `layout` comes first and says
     /// what follows: a later layout only adds fields after these.
     #[repr(C)]
     struct Table {
         layout: u32,
-        /// Takes `start..end` (`exclusive`: for writing) in place of entry `previous` (0:
-        /// none). Returns the entry's id (never 0), or 0 and the conflicting bytes in `other`.
-        take: unsafe extern "C" fn(
-            start: usize,
-            end: usize,
-            exclusive: bool,
-            previous: u64,
-            other: *mut [usize; 2],
-        ) -> u64,
+        take: Take,
         give_back: extern "C" fn(id: u64),
+        /// From layout 2.
+        take_strided: TakeStrided,
     }
 
-    const LAYOUT: u32 = 1;
+    const LAYOUT: u32 = 2;
+    /// The oldest layout this module uses: with a layout 1 table (a module of an older
+    /// cai-py loaded first), every slice holds all the bytes of its range.
+    const OLDEST_LAYOUT: u32 = 1;
     /// The symbol every module exports its table under (and, where the table is published
     /// in the interpreter's state dict, the capsule's name and its key there).
     const NAME: &CStr = c"cai_py_slices_v2";
@@ -126,9 +132,19 @@ mod slices {
     static HELD: Mutex<Holds<()>> = Mutex::new(Holds::new());
     /// This module's table, exported so that other modules can find it.
     #[export_name = "cai_py_slices_v2"]
-    static OWN: Table = Table { layout: LAYOUT, take: own_take, give_back: own_give_back };
-    /// The table this module uses, chosen once.
-    static CHOSEN: OnceLock<&'static Table> = OnceLock::new();
+    static OWN: Table =
+        Table { layout: LAYOUT, take: own_take, give_back: own_give_back, take_strided: own_take_strided };
+    /// The operations of the table this module uses, chosen once.
+    static CHOSEN: OnceLock<Chosen> = OnceLock::new();
+
+    /// The functions of the chosen table that its layout has (copied out of it, so that no
+    /// reference claims fields that an older layout lacks).
+    #[derive(Clone, Copy)]
+    struct Chosen {
+        take: Take,
+        give_back: extern "C" fn(u64),
+        take_strided: Option<TakeStrided>,
+    }
 
     fn held() -> MutexGuard<'static, Holds<()>> {
         // Nothing panics while it is locked: a poisoned lock holds a consistent list.
@@ -145,7 +161,39 @@ mod slices {
         previous: u64,
         other: *mut [usize; 2],
     ) -> u64 {
-        match held().take((), start..end, exclusive, (previous != 0).then_some(previous)) {
+        // SAFETY: as the caller promises.
+        unsafe { take_held(start..end, None, exclusive, previous, other) }
+    }
+
+    /// # Safety
+    ///
+    /// `lattice` is valid for a read and `other` for a write.
+    unsafe extern "C" fn own_take_strided(
+        start: usize,
+        end: usize,
+        lattice: *const [usize; 3],
+        exclusive: bool,
+        previous: u64,
+        other: *mut [usize; 2],
+    ) -> u64 {
+        // SAFETY: as the caller promises.
+        unsafe {
+            let [origin, step, item] = lattice.read();
+            take_held(start..end, Some(Lattice { origin, step, item }), exclusive, previous, other)
+        }
+    }
+
+    /// # Safety
+    ///
+    /// `other` is valid for a write.
+    unsafe fn take_held(
+        bytes: Range<usize>,
+        lattice: Option<Lattice>,
+        exclusive: bool,
+        previous: u64,
+        other: *mut [usize; 2],
+    ) -> u64 {
+        match held().take((), bytes, lattice, exclusive, (previous != 0).then_some(previous)) {
             Ok(id) => id,
             Err(clash) => {
                 // SAFETY: as the caller promises.
@@ -161,7 +209,7 @@ mod slices {
 
     /// The table every module uses; see the module's text. No Python code runs here, so
     /// the choice is made once, for good.
-    fn table(py: Python<'_>) -> PyResult<&'static Table> {
+    fn table(py: Python<'_>) -> PyResult<Chosen> {
         match CHOSEN.get() {
             Some(&table) => Ok(table),
             None => choose(py),
@@ -169,21 +217,25 @@ mod slices {
     }
 
     #[cold]
-    fn choose(py: Python<'_>) -> PyResult<&'static Table> {
+    fn choose(py: Python<'_>) -> PyResult<Chosen> {
         let found = find(py)?;
         // SAFETY: `found` points at a `Table` of some module built on cai-py, a static of a
         // module that stays loaded for the life of the process; its first field says which
-        // fields follow, and is read before anything else.
+        // fields follow, and is read before anything else; only the fields it has are read.
         let chosen = unsafe {
             let layout = std::ptr::addr_of!((*found).layout).read();
-            if layout < LAYOUT {
+            if layout < OLDEST_LAYOUT {
                 return Err(PyBufferError::new_err(format!(
-                    "the process's slice table '{}' has layout {layout}, older than this module's {LAYOUT}; slices \
-                     cannot be checked against other modules'",
+                    "the process's slice table '{}' has layout {layout}, older than this module's oldest \
+                     {OLDEST_LAYOUT}; slices cannot be checked against other modules'",
                     NAME.to_string_lossy()
                 )));
             }
-            &*found
+            Chosen {
+                take: std::ptr::addr_of!((*found).take).read(),
+                give_back: std::ptr::addr_of!((*found).give_back).read(),
+                take_strided: (layout >= 2).then(|| std::ptr::addr_of!((*found).take_strided).read()),
+            }
         };
         // The first choice stored wins (another thread may have chosen meanwhile; both
         // found the same table).
@@ -325,18 +377,31 @@ mod slices {
         }
     }
 
-    /// Takes `bytes` for a slice (`exclusive`: for writing), in place of `previous`, the
-    /// same argument's own entry; the bytes of the slice it conflicts with otherwise.
+    /// Takes `bytes` for a slice or view (`exclusive`: for writing) whose elements lie on
+    /// `lattice`, in place of `previous`, the same argument's own entry; the bytes of the
+    /// slice it conflicts with otherwise.
     pub(super) fn take(
         py: Python<'_>,
         bytes: Range<usize>,
+        lattice: Lattice,
         exclusive: bool,
         previous: Option<u64>,
     ) -> PyResult<Result<u64, Range<usize>>> {
         let table = table(py)?;
         let mut other = [0usize; 2];
-        // SAFETY: `other` is a valid place for the conflicting bytes.
-        let id = unsafe { (table.take)(bytes.start, bytes.end, exclusive, previous.unwrap_or(0), &mut other) };
+        let (start, end, previous) = (bytes.start, bytes.end, previous.unwrap_or(0));
+        // SAFETY: `other` is a valid place for the conflicting bytes, and the lattice for a
+        // read.
+        let id = unsafe {
+            match table.take_strided {
+                Some(take_strided) => {
+                    let lattice = [lattice.origin, lattice.step, lattice.item];
+                    take_strided(start, end, &lattice, exclusive, previous, &mut other)
+                }
+                // A layout 1 table: every byte of the range is held.
+                None => (table.take)(start, end, exclusive, previous, &mut other),
+            }
+        };
         Ok(if id == 0 { Err(other[0]..other[1]) } else { Ok(id) })
     }
 
@@ -432,9 +497,12 @@ impl<'py, T: Element, D: Dimension, A: Access> PyHostArray<'py, T, D, A> {
         if self.argument.extent.is_empty() || previous.is_some_and(|(_, held)| held || !exclusive) {
             return Ok(());
         }
-        let bytes = self.argument.descriptor.byte_range_of(self.argument.extent).map_err(crate::error::to_py_err)?;
+        let d = &self.argument.descriptor;
+        let bytes = d.byte_range_of(self.argument.extent).map_err(crate::error::to_py_err)?;
+        let strides = d.strides().map_err(crate::error::to_py_err)?;
+        let lattice = Lattice::of(d.data, &d.shape, &strides, d.typestr.itemsize());
         let (start, end) = (bytes.start, bytes.end);
-        match slices::take(self.argument.object().py(), bytes, exclusive, previous.map(|(id, _)| id))? {
+        match slices::take(self.argument.object().py(), bytes, lattice, exclusive, previous.map(|(id, _)| id))? {
             Ok(id) => {
                 self.slice.set(Some((id, exclusive)));
                 Ok(())

@@ -121,6 +121,24 @@ def test_overlapping_read_write_arguments_are_refused():
     assert fx.add_into(whole, elsewhere) == (8, 8)
 
 
+def test_arguments_whose_elements_interleave_do_not_overlap():
+    # The real and imaginary parts of a complex array, and the columns of a matrix, reach
+    # the same byte range but share no byte.
+    real = Producer(cai_dict(shape=(4,), strides=(8,)))
+    imag = Producer(cai_dict(shape=(4,), strides=(8,), ptr=PTR + 4))
+    assert fx.add_into(real, imag) == (4, 4)
+    columns = [Producer(cai_dict(shape=(5, 1), strides=(12, 4), ptr=PTR + 4 * j)) for j in range(3)]
+    assert fx.add_into(columns[0], columns[2]) == (5, 5)
+    # With a stride of 12 from the imaginary part's start, an element meets the real
+    # part's third (at PTR + 16); a row and a column share an element.
+    other_stride = Producer(cai_dict(shape=(4,), strides=(12,), ptr=PTR + 4))
+    with pytest.raises(BufferError, match="overlap .* of an earlier array argument of this call"):
+        fx.add_into(real, other_stride)
+    row = Producer(cai_dict(shape=(3,), ptr=PTR + 12))
+    with pytest.raises(BufferError, match="overlap .* of an earlier array argument of this call"):
+        fx.add_into(columns[1], row)
+
+
 def test_empty_arrays_never_overlap():
     empty = Producer(cai_dict(shape=(0,), ptr=0))
     assert fx.add_into(empty, empty) == (0, 0)

@@ -550,3 +550,39 @@ def test_a_bfloat16_argument_takes_raw_pairs_of_native_order_only():
         fx.host_bf16(Pairs("=V2"))
     ml_dtypes = pytest.importorskip("ml_dtypes")
     assert fx.host_bf16(np.array([1.5, -2.0], dtype=ml_dtypes.bfloat16)) == [1.5, -2.0]
+
+
+def test_arguments_whose_elements_interleave_do_not_overlap():
+    # Elements that lie between each other's share no byte: the columns of a matrix, the
+    # real and imaginary parts of a complex array, the even and the odd elements.
+    m = np.arange(12, dtype=np.float32).reshape(4, 3)
+    fx.host_nd_add_into(m[:, 0], m[:, 1])
+    assert m[:, 0].tolist() == [1, 7, 13, 19]
+    fx.host_nd_swap(m[:, 1], m[:, 2])
+    assert m[:, 1].tolist() == [2, 5, 8, 11] and m[:, 2].tolist() == [1, 4, 7, 10]
+    c = (np.arange(4) + 10j * np.arange(4)).astype(np.complex64)
+    fx.host_nd_swap(c.real, c.imag)
+    assert c.tolist() == [complex(10 * i, i) for i in range(4)]
+    v = np.arange(8, dtype=np.float32)
+    fx.host_nd_add_into(v[::2], v[1::2])
+    assert v.tolist() == [1, 1, 5, 3, 9, 5, 13, 7]
+    # Contiguous slices of interleaved arguments are refused for their layout alone.
+    with pytest.raises(ValueError, match="as_slice: .* is not C-contiguous"):
+        fx.host_add_into(m[:, 0], m[:, 1])
+
+
+def test_arguments_whose_elements_can_share_a_byte_overlap():
+    m = np.arange(12, dtype=np.float32).reshape(4, 3)
+    # A row and a column share an element.
+    with pytest.raises(BufferError, match="overlap .* of an earlier array argument of this call"):
+        fx.host_nd_add_into(m[0], m[:, 0])
+    with pytest.raises(BufferError, match="overlap .* of an earlier array argument of this call"):
+        fx.host_nd_swap(m[:, 1], m[::-1, 1])
+    # Columns of f4 elements two bytes apart share bytes, though no element starts at
+    # another's address.
+    raw = np.zeros(64, dtype=np.uint8)
+    shifted = [np.lib.stride_tricks.as_strided(raw[k : k + 48].view(np.float32), shape=(4,), strides=(12,)) for k in (0, 2)]
+    assert all(s.flags.writeable for s in shifted)
+    with pytest.raises(BufferError, match="overlap .* of an earlier array argument of this call"):
+        fx.host_nd_swap(*shifted)
+    assert raw.tolist() == [0] * 64

@@ -1085,6 +1085,31 @@ fn host_nd_number(mut x: PyHostArrayRw<'_, i64>) -> PyResult<()> {
     Ok(())
 }
 
+/// Adds `a` into `out`, element by element, through `ndarray`'s views (any strides).
+#[pyfunction]
+fn host_nd_add_into(mut out: PyHostArrayRw<'_, f32>, a: PyHostArrayRo<'_, f32>) -> PyResult<()> {
+    let a = a.as_array()?;
+    let mut out = out.as_array_mut()?;
+    if out.shape() != a.shape() {
+        return Err(pyo3::exceptions::PyValueError::new_err("shapes differ"));
+    }
+    out.zip_mut_with(&a, |o, v| *o += v);
+    Ok(())
+}
+
+/// Swaps the elements of two host arrays of the same shape through `ndarray`'s views,
+/// both held for writing at once.
+#[pyfunction]
+fn host_nd_swap(mut a: PyHostArrayRw<'_, f32>, mut b: PyHostArrayRw<'_, f32>) -> PyResult<()> {
+    let mut a = a.as_array_mut()?;
+    let mut b = b.as_array_mut()?;
+    if a.shape() != b.shape() {
+        return Err(pyo3::exceptions::PyValueError::new_err("shapes differ"));
+    }
+    a.iter_mut().zip(b.iter_mut()).for_each(|(x, y)| std::mem::swap(x, y));
+    Ok(())
+}
+
 #[pymodule]
 fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cai_py::main_interpreter_only(m.py(), "cai_fixtures")?;
@@ -1152,6 +1177,8 @@ fn cai_fixtures(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(view_floor, m)?)?;
     m.add_function(wrap_pyfunction!(read_floor, m)?)?;
     m.add_function(wrap_pyfunction!(read_host_floor, m)?)?;
+    m.add_function(wrap_pyfunction!(host_nd_add_into, m)?)?;
+    m.add_function(wrap_pyfunction!(host_nd_swap, m)?)?;
     m.add_function(wrap_pyfunction!(track_interpreter_dict, m)?)?;
     Ok(())
 }
