@@ -9,6 +9,12 @@
 //! with the "trashcan", which the stable ABI does not offer; the releases here do the
 //! same: past [`LIMIT`] nested releases on a thread, a reference is set aside, and the
 //! outermost release frees what was set aside, one after the other.
+//!
+//! Setting aside delays frees: code that a deep release runs (a producer's `__del__`, a
+//! weakref callback) would have every release it makes wait until it returns, holding
+//! the memory of the arrays it drops meanwhile. So where the thread's stack is known
+//! (Linux with glibc) and more than [`ROOM`] of it is left, a release nests past
+//! [`LIMIT`] all the same; only on a thread short of stack are references set aside.
 
 use std::cell::{Cell, RefCell};
 use std::mem::ManuallyDrop;
@@ -22,15 +28,70 @@ use pyo3::{ffi, Py, PyAny};
 /// debug build, and a thread's stack may be as small as 32 KiB, so fewer nest here.
 const LIMIT: u32 = 4;
 
+/// How much of the thread's stack must be left for a release past [`LIMIT`] to nest: far
+/// more than a link takes, and more than the kernel's guard gap below the main thread's
+/// stack (1 MiB), by which the size glibc reports for that stack can overstate it.
+const ROOM: usize = 2 << 20;
+
 /// A thread's nested releases and the references set aside, in one thread-local (one
 /// lookup per release).
 struct Releases {
     depth: Cell<u32>,
     aside: RefCell<Vec<NonNull<ffi::PyObject>>>,
+    /// The thread's stack (its lowest and highest addresses), read at its first release
+    /// past [`LIMIT`]: `None` until then, `Some(None)` where it cannot be known.
+    stack: Cell<Option<Option<(usize, usize)>>>,
 }
 
 thread_local! {
-    static RELEASES: Releases = const { Releases { depth: Cell::new(0), aside: RefCell::new(Vec::new()) } };
+    static RELEASES: Releases =
+        const { Releases { depth: Cell::new(0), aside: RefCell::new(Vec::new()), stack: Cell::new(None) } };
+}
+
+/// Whether more than [`ROOM`] of the thread's stack is left below this call.
+#[cold]
+#[inline(never)]
+fn room_to_nest(r: &Releases) -> bool {
+    let stack = match r.stack.get() {
+        Some(known) => known,
+        None => {
+            let known = thread_stack();
+            r.stack.set(Some(known));
+            known
+        }
+    };
+    let Some((low, high)) = stack else { return false };
+    // A local's address stands for the stack pointer. Off the thread's stack (code running
+    // on a stack of its own, a signal's), nothing is known of the room.
+    let here = std::ptr::addr_of!(stack) as usize;
+    (low..high).contains(&here) && here - low > ROOM
+}
+
+/// The calling thread's stack, as the C library describes it.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn thread_stack() -> Option<(usize, usize)> {
+    // SAFETY: the attributes are initialized by `pthread_getattr_np` before they are read,
+    // and destroyed once; the out-pointers are valid locals.
+    unsafe {
+        let mut attr = std::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
+        if libc::pthread_getattr_np(libc::pthread_self(), attr.as_mut_ptr()) != 0 {
+            return None;
+        }
+        let (mut addr, mut size) = (std::ptr::null_mut(), 0);
+        let got = libc::pthread_attr_getstack(attr.as_ptr(), &mut addr, &mut size);
+        libc::pthread_attr_destroy(attr.as_mut_ptr());
+        if got != 0 {
+            return None;
+        }
+        let low = addr as usize;
+        Some((low, low.checked_add(size)?))
+    }
+}
+
+/// Elsewhere the stack is not looked up: releases past [`LIMIT`] are set aside.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn thread_stack() -> Option<(usize, usize)> {
+    None
 }
 
 /// Releases the strong reference `object`; see the module's text.
@@ -54,7 +115,7 @@ pub(crate) unsafe fn release(object: NonNull<ffi::PyObject>) {
 unsafe fn release_all<const N: usize>(objects: [Option<NonNull<ffi::PyObject>>; N]) {
     let released = RELEASES.try_with(|r| {
         let depth = r.depth.get();
-        if depth >= LIMIT {
+        if depth >= LIMIT && !room_to_nest(r) {
             // Set aside: the borrow ends before any Python code runs.
             r.aside.borrow_mut().extend(objects.iter().flatten());
             return;

@@ -2365,6 +2365,39 @@ def test_every_reader_of_an_int_like_value_lets_an_interrupt_through():
     assert out == {k: "KeyboardInterrupt" for k in out}, out
 
 
+def test_a_finalizer_at_the_end_of_a_chain_frees_what_it_drops_at_once():
+    # The producer at the end of a chain of views is released from inside the views'
+    # releases; its `__del__` drops arrays through cai. Nested past four releases, those
+    # were set aside until the outermost release returned: every array the finalizer
+    # dropped stayed alive until it returned.
+    out = run(
+        """
+        import weakref
+        import numpy as np
+        class Producer:
+            def __init__(self): self.a = np.arange(4.0)
+            @property
+            def __array_interface__(self): return self.a.__array_interface__
+            def __del__(self):
+                kept = 0
+                for _ in range(20):
+                    big = np.ones(1000)
+                    alive = weakref.ref(big)
+                    v = cai.from_dlpack(big)
+                    del big, v
+                    kept += alive() is not None
+                print(kept, end=" ")
+        for links in range(1, 9):
+            v = Producer()
+            for _ in range(links):
+                v = cai.as_array(v)
+            del v
+        print()
+        """
+    )
+    assert out.split() == ["0"] * 8
+
+
 @pytest.mark.parametrize(
     "where", ["main thread", "thread with a 512 KiB stack", "made on the main thread, freed on a 32 KiB stack"]
 )
