@@ -65,9 +65,9 @@ pub enum Error {
     },
 
     /// A malformed or impossible type string.
-    #[error("typestr: '{}' is malformed: {reason}", .value.escape_debug())]
+    #[error("typestr: {} is malformed: {reason}", quoted(.value))]
     Typestr {
-        /// The string received.
+        /// The string received (the message quotes its first 80 characters and its length).
         value: String,
         /// What is wrong with it.
         reason: String,

@@ -528,7 +528,7 @@ pub(crate) fn too_large(t: &TypeStr) -> Error {
 }
 
 fn malformed(value: &str, reason: &str) -> Error {
-    Error::Typestr { value: crate::error::shortened(value.to_owned()), reason: reason.to_owned() }
+    Error::Typestr { value: value.to_owned(), reason: reason.to_owned() }
 }
 
 /// A decimal without sign or leading zeros (`0` itself is fine), checked against overflow.
@@ -720,6 +720,13 @@ mod tests {
             assert!(message.starts_with(&format!("typestr: '{input}' is malformed: ")), "{message}");
             assert!(message.contains(reason), "{input:?}: {message}");
         }
+        // A long one is quoted by its start, the length after the closing quote; the error
+        // keeps the whole string.
+        let long = format!("<f{}", "4".repeat(200));
+        let e = TypeStr::parse(&long).unwrap_err();
+        let shown = format!("'<f{}'... (202 characters)", "4".repeat(78));
+        assert!(e.to_string().starts_with(&format!("typestr: {shown} is malformed: ")), "{e}");
+        assert!(matches!(e, Error::Typestr { value, .. } if value == long));
     }
 
     #[test]

@@ -42,12 +42,14 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
             (Err(e), _) => e,
         }
     };
-    let handle_of = |value: &Bound<'_, PyAny>, source: &str, e: PyErr| -> PyErr {
-        if must_propagate(py, &e) {
-            return e;
+    // A value of the wrong type where a handle (or the protocol's pair) was expected.
+    let wrong_handle = |value: &Bound<'_, PyAny>, source: &str, expected: &str, why: &str| -> PyErr {
+        match received(value) {
+            Ok(r) => Problem::type_error(format!("stream: {source} gave {r}, expected {expected}{why}")).into(),
+            Err(e) => e,
         }
-        not_handle(value, source, "")
     };
+    const AN_INT: &str = "an int handle";
     let from_int = |raw: i64| -> PyResult<Option<Stream>> {
         if raw == -1 && no_sync {
             return Ok(None);
@@ -77,7 +79,7 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
     // A handle that `value` gave through `source`: an int that is not a bool.
     let read_handle = |h: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>, source: &str| -> PyResult<usize> {
         if h.is_instance_of::<PyBool>() {
-            return Err(not_handle(value, source, " (a bool)"));
+            return Err(wrong_handle(value, source, AN_INT, " (a bool)"));
         }
         match int_like::<usize>(h)? {
             IntLike::Value(handle) => Ok(handle),
@@ -92,10 +94,10 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
                     None => Err(not_handle(value, source, "")),
                 }
             }
-            IntLike::NotInt(None) => Err(not_handle(value, source, "")),
+            IntLike::NotInt(None) => Err(wrong_handle(value, source, AN_INT, "")),
             IntLike::NotInt(Some(e)) => {
                 let why = format!(" (the handle's __index__ failed with {})", parse::exception_text(py, e)?);
-                Err(not_handle(value, source, &why))
+                Err(wrong_handle(value, source, AN_INT, &why))
             }
         }
     };
@@ -106,13 +108,19 @@ fn consumer_stream(stream: Option<&Bound<'_, PyAny>>, no_sync: bool) -> PyResult
         }
         let pair = method.call0()?;
         let source = "__cuda_stream__()";
-        let (version, h) =
-            pair.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>().map_err(|e| handle_of(&pair, source, e))?;
+        const PAIR: &str = "a (version: 0, handle: int) tuple";
+        let (version, h) = pair.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>().map_err(|e| {
+            if must_propagate(py, &e) {
+                return e;
+            }
+            wrong_handle(&pair, source, PAIR, "")
+        })?;
         // The protocol's answer is (0, handle): version 0 is the only one defined. An
         // int-like version is read as a handle is (its `__index__`), a bool never.
-        let version_zero = matches!(int_like::<i64>(&version)?, IntLike::Value(0));
-        if !version_zero {
-            return Err(not_handle(&pair, source, " (its version is not 0, the protocol's one version)"));
+        match int_like::<i64>(&version)? {
+            IntLike::Value(0) if !version.is_instance_of::<PyBool>() => {}
+            IntLike::NotInt(_) => return Err(wrong_handle(&pair, source, PAIR, " (its version is not an int)")),
+            _ => return Err(not_handle(&pair, source, " (its version is not 0, the protocol's one version)")),
         }
         read_handle(&h, &pair, source)?
     } else if let Some(h) = obj.getattr_opt(pyo3::intern!(py, "cuda_stream"))? {
@@ -215,9 +223,11 @@ fn given_options(py: Python<'_>, given: Options<'_, '_>) -> PyResult<ImportOptio
     let policy = match (sync, policy_argument("policy", policy)?) {
         (false, Some(p)) if p != SyncPolicy::Ignore => {
             let shown = given_policy.map(crate::shown::shown).transpose()?.unwrap_or_default();
+            // An alias ('sync' for 'synchronize', say) is followed by the policy it names.
+            let name = format!("'{}'", p.name());
+            let named = if shown == name { String::new() } else { format!(" ({name})") };
             return Err(Problem::value_error(format!(
-                "policy: {shown} ('{}') contradicts sync=False, which is policy='ignore'; give one of the two",
-                p.name()
+                "policy: {shown}{named} contradicts sync=False, which is policy='ignore'; give one of the two"
             ))
             .into());
         }

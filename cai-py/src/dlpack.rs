@@ -831,6 +831,14 @@ impl DLPackTensor {
         Err(crate::error::not_picklable("cai.DLPackTensor"))
     }
 
+    fn __copy__(&self) -> PyResult<()> {
+        Err(crate::error::not_copyable("cai.DLPackTensor"))
+    }
+
+    fn __deepcopy__(&self, _memo: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(crate::error::not_copyable("cai.DLPackTensor"))
+    }
+
     fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
         match self.own_export_owner() {
             Some(owner) => visit.call(owner),

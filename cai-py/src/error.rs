@@ -220,8 +220,17 @@ pub(crate) fn index_not_shown(
 /// protocol (protocols 0 and 1 would otherwise write a pickle that cannot be loaded).
 pub(crate) fn not_picklable(name: &str) -> PyErr {
     PyTypeError::new_err(format!(
-        "cannot pickle '{name}' object: it points at memory of this process; copy the data out first (for example \
-         with numpy.asarray or cupy.asarray)"
+        "cannot pickle '{name}' object: it points at memory of this process; pickle the data instead (for example \
+         numpy.asarray(view) of a host array, cupy.asarray(view) of a device one)"
+    ))
+}
+
+/// The `TypeError` of `copy.copy` or `copy.deepcopy` of a view or tensor.
+pub(crate) fn not_copyable(name: &str) -> PyErr {
+    PyTypeError::new_err(format!(
+        "cannot copy '{name}' object: it points at memory it does not own; copy the data instead (for example \
+         numpy.array(view) of a host array, cupy.array(view) of a device one), or use the object itself, which \
+         never changes"
     ))
 }
 

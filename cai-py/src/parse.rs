@@ -386,7 +386,7 @@ fn full(value: &Bound<'_, PyAny>, iface: Interface, source: Source) -> PyResult<
     if source == Source::Attribute && !value.is_instance_of::<PyDict>() {
         return Err(not_a_dict(value, iface)?.into());
     }
-    let dict = as_dict(value, iface)?;
+    let dict = as_dict(value, iface, source)?;
     Ok(strict(&dict, iface)?)
 }
 
@@ -662,13 +662,20 @@ fn not_a_dict(value: &Bound<'_, PyAny>, iface: Interface) -> PyResult<Problem> {
     Ok(Problem::type_error(format!("{}: expected a dict, received {}", iface.attribute(), received(value)?)))
 }
 
-/// The value as a dict: itself, or a copy of another mapping.
-fn as_dict<'py>(value: &Bound<'py, PyAny>, iface: Interface) -> Result<Bound<'py, PyDict>, Failure> {
+/// The value as a dict: itself, or a copy of another mapping. An argument that is neither
+/// is named as `from_cuda_array_interface` names it.
+fn as_dict<'py>(value: &Bound<'py, PyAny>, iface: Interface, source: Source) -> Result<Bound<'py, PyDict>, Failure> {
     if let Ok(d) = value.cast::<PyDict>() {
         return Ok(d.clone());
     }
     match copy_mapping(value, iface)? {
         Some(dict) => Ok(dict),
+        None if source == Source::Argument => Err(Problem::type_error(format!(
+            "desc: expected a {} dict (or another mapping), received {}",
+            iface.attribute(),
+            received(value)?
+        ))
+        .into()),
         None => Err(not_a_dict(value, iface)?.into()),
     }
 }
@@ -936,6 +943,11 @@ fn unknown_keys(dict: &Bound<'_, PyDict>, iface: Interface) -> Result<UnknownKey
             unknown.offset = true;
             continue;
         }
+        // NumPy's own key: a NumPy scalar's interface keeps the 0-d array made for the
+        // read alive through it.
+        if iface == Interface::Host && is_known.as_deref() == Some("__ref") {
+            continue;
+        }
         if unknown.shown.len() < UNKNOWN_SHOWN {
             unknown.shown.push(crate::shown::shown(&key)?);
         } else {
@@ -1103,7 +1115,7 @@ fn collect_value(
             out.push(not_a_dict(value, iface)?.message);
             note(out, copy_mapping(value, iface))?.flatten()
         }
-        _ => note(out, as_dict(value, iface))?,
+        _ => note(out, as_dict(value, iface, source))?,
     };
     match dict {
         Some(dict) => collect(&dict, iface, out, alone),
@@ -1426,14 +1438,33 @@ fn data(value: Option<&Bound<'_, PyAny>>, iface: Interface) -> Result<(usize, bo
     let (Ok(ptr), Ok(readonly)) = (t.get_borrowed_item(0), t.get_borrowed_item(1)) else {
         return Err(wrong_type("data", EXPECTED, value));
     };
-    let Ok(readonly) = readonly.cast::<PyBool>() else { return Err(wrong_type("data", EXPECTED, value)) };
-    let readonly = readonly.is_true();
+    let readonly = read_only_flag(&readonly)?;
     let ptr = integer(&ptr, "data", EXPECTED)?;
     let ptr = usize::try_from(ptr).map_err(|_| {
         let what = if ptr < 0 { "is negative" } else { "exceeds the address space" };
         Problem::value_error(format!("data: the pointer {what}: {ptr}"))
     })?;
     Ok((ptr, readonly))
+}
+
+/// The read-only flag of `data`: a bool, or NumPy's bool (read by its truth value, as the
+/// keyword flags are).
+fn read_only_flag(flag: &Bound<'_, PyAny>) -> Result<bool, Failure> {
+    const EXPECTED: &str = "a bool as the read-only flag (item 1 of the (pointer: int, readonly: bool) tuple)";
+    if let Ok(b) = flag.cast::<PyBool>() {
+        return Ok(b.is_true());
+    }
+    // NumPy's bool, recognized by its (static) type's name: its truth value runs no Python
+    // code.
+    let name = crate::error::static_type_name(flag).map_err(Failure::raised)?;
+    if matches!(name.as_deref(), Some("numpy.bool" | "numpy.bool_")) {
+        match flag.is_truthy() {
+            Ok(b) => return Ok(b),
+            Err(e) if must_propagate(flag.py(), &e) => return Err(Failure::raised(e)),
+            Err(_) => {}
+        }
+    }
+    Err(wrong_type("data", EXPECTED, flag))
 }
 
 fn stream(value: &Bound<'_, PyAny>) -> Result<Stream, Failure> {

@@ -549,7 +549,9 @@ macro_rules! view_class {
                 self.core.descriptor.typestr.byte_order().as_char()
             }
 
-            /// The address of the element at index zero.
+            /// The address of the element at index zero, as the producer gave it. For an
+            /// empty array, the `__cuda_array_interface__` a view exports gives 0 instead
+            /// (and no strides), as the interface requires from version 2.
             #[getter]
             fn ptr(&self) -> usize {
                 self.core.descriptor.data
@@ -677,6 +679,14 @@ macro_rules! view_class {
 
             fn __reduce__(&self) -> PyResult<()> {
                 Err(crate::error::not_picklable(concat!("cai.", $name)))
+            }
+
+            fn __copy__(&self) -> PyResult<()> {
+                Err(crate::error::not_copyable(concat!("cai.", $name)))
+            }
+
+            fn __deepcopy__(&self, _memo: &Bound<'_, PyAny>) -> PyResult<()> {
+                Err(crate::error::not_copyable(concat!("cai.", $name)))
             }
 
             fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {

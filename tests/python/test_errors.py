@@ -3,6 +3,7 @@
 import re
 import sys
 
+import numpy as np
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis", reason="the property tests need hypothesis (tests/python/requirements.txt)")
@@ -36,7 +37,7 @@ TYPE_ERRORS = [
     (bad(typestr=4), r"typestr: expected a str such as '<f4', received 4 \(int\)"),
     (bad(data=PTR), r"data: expected a \(pointer: int, readonly: bool\) tuple, received \d+ \(int\)"),
     (bad(data=(PTR,)), r"data: expected .* tuple, received \(\d+,\) \(tuple\)"),
-    (bad(data=(PTR, 0)), r"data: expected .* received \(\d+, 0\) \(tuple\)"),
+    (bad(data=(PTR, 0)), r"data: expected a bool as the read-only flag \(item 1 of .* received 0 \(int\)$"),
     (bad(data=("x", False)), r"data: expected .* received 'x' \(str\)"),
     (bad(version="3"), r"version: expected an int, received '3' \(str\)"),
     (bad(version=3.0), r"version: expected an int, received 3.0 \(float\)"),
@@ -108,6 +109,30 @@ def test_value_errors(desc, message):
 def test_non_mapping_is_a_type_error(value):
     with pytest.raises(TypeError, match=r"__cuda_array_interface__: expected a dict, received"):
         cai.as_cuda_array(Producer(value))
+
+
+@pytest.mark.parametrize("flag", [0, 1, None, "False", 0.0, [False]])
+def test_a_read_only_flag_that_is_not_a_bool_is_named(flag):
+    expected = "data: expected a bool as the read-only flag (item 1 of the (pointer: int, readonly: bool) tuple), received "
+    with pytest.raises(TypeError, match="^" + re.escape(expected + f"{flag!r} ({type(flag).__name__})") + "$"):
+        cai.as_cuda_array(Producer(cai_dict(data=(PTR, flag))), check_pointers=False)
+    with pytest.raises(TypeError, match="^" + re.escape(expected)):
+        cai.as_array(Producer(cai_dict(data=(PTR, flag)), host=True))
+    assert cai.validate(cai_dict(data=(PTR, flag))) == [expected + f"{flag!r} ({type(flag).__name__})"]
+
+
+def test_numpy_bools_are_read_only_flags_too():
+    for flag in (np.True_, np.False_):
+        v = cai.as_cuda_array(Producer(cai_dict(data=(PTR, flag))), check_pointers=False)
+        assert v.readonly is bool(flag) and v.ptr == PTR
+        assert cai.validate(cai_dict(data=(PTR, flag))) == []
+
+
+@pytest.mark.parametrize("desc", [[1], 3, None, "dict", (("shape", (4,)),)])
+def test_a_desc_that_is_no_mapping_is_named(desc):
+    received = f"{desc!r} ({type(desc).__name__})"
+    with pytest.raises(TypeError, match="^" + re.escape(f"desc: expected a __cuda_array_interface__ dict (or another mapping), received {received}") + "$"):
+        cai.from_cuda_array_interface(desc)
 
 
 class Broken:
@@ -182,7 +207,7 @@ def test_every_int_read_names_an_index_that_fails():
             call()
     stream = type("S", (), {"cuda_stream": Broken()})()
     handle = re.escape("(the handle's __index__ failed with ZeroDivisionError: inner detail)")
-    with pytest.raises(ValueError, match=rf"^stream: \.cuda_stream gave Broken\(\) \(Broken\), which is not a stream handle {handle}$"):
+    with pytest.raises(TypeError, match=rf"^stream: \.cuda_stream gave Broken\(\) \(Broken\), expected an int handle {handle}$"):
         cai.as_cuda_array(p, stream=stream, check_pointers=False)
 
 

@@ -1230,10 +1230,17 @@ def test_views_and_tensors_refuse_every_pickle_protocol_and_copy():
                     out[label, how] = "done"
                 except TypeError as e:
                     out[label, how] = str(e).split(":")[0]
-        print(sorted(set(out.values())))
+        print(sorted({f"{how.split()[0]}: {message}" for (_, how), message in out.items()}))
         """
     )
-    assert out == ["cannot pickle 'cai.DLPackTensor' object", "cannot pickle 'cai.HostArray' object"]
+    assert out == [
+        "copy: cannot copy 'cai.DLPackTensor' object",
+        "copy: cannot copy 'cai.HostArray' object",
+        "deepcopy: cannot copy 'cai.DLPackTensor' object",
+        "deepcopy: cannot copy 'cai.HostArray' object",
+        "protocol: cannot pickle 'cai.DLPackTensor' object",
+        "protocol: cannot pickle 'cai.HostArray' object",
+    ]
 
 
 # -- a view's interface dict, read late or looked for -------------------------------------------------

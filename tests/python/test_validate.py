@@ -192,6 +192,19 @@ def test_numpy_s_offset_key_is_named_as_numpy_reads_it():
     ]
 
 
+def test_numpy_scalars_conform():
+    # A NumPy scalar's interface keeps the array made for the read alive through NumPy's
+    # own key '__ref', which is no finding of the host interface (nor ignored elsewhere).
+    # (NumPy 2.4 puts it in a scalar's interface; 2.5 no longer does.)
+    for scalar in (np.float64(1.5), np.int8(-3), np.bool_(True), np.complex64(1j)):
+        assert cai.validate(scalar) == [], scalar
+        arr = np.asarray(scalar)
+        assert cai.validate(dict(arr.__array_interface__, __ref=arr), interface="host") == []
+    assert cai.validate(cai_dict(__ref=1)) == [
+        "__cuda_array_interface__: key '__ref' is not defined by any version of the interface"
+    ]
+
+
 def test_version_rules():
     assert cai.validate(cai_dict(version=2, stream=1)) == [
         "stream: received 1 in a version 2 descriptor; streams exist from version 3"

@@ -1,4 +1,4 @@
-from typing import Any, Dict, List, Literal, Mapping, Optional, Protocol, SupportsIndex, Tuple, Union, final
+from typing import Any, Dict, List, Literal, Mapping, NoReturn, Optional, Protocol, SupportsIndex, Tuple, Union, final
 
 __version__: str
 
@@ -58,6 +58,9 @@ class _View(Protocol):
         copy: Optional[bool] = None,
     ) -> Any: ...
     def __dlpack_device__(self) -> Tuple[int, int]: ...
+    # copy.copy and copy.deepcopy raise TypeError, as pickling does: copy the data instead.
+    def __copy__(self) -> NoReturn: ...
+    def __deepcopy__(self, memo: Any) -> NoReturn: ...
 
 @final
 class DLPackTensor:
