@@ -492,8 +492,16 @@ pub(crate) fn check<T: Element, D: Dimension, A: Access>(parsed: &Parsed, memory
     let mismatch = |what: &str| {
         Problem::type_error(format!("expected {}, received {} ({what})", expectation::<T, D, A>(memory), describe(d)))
     };
+    // A record type is named by its fields too: its typestr ('|V8') alone says little.
+    let record =
+        T::TYPESTR.kind() == cai_core::Kind::Void && !T::descr().is_equivalent(&cai_core::Descr::simple(T::TYPESTR));
     if !T::TYPESTR.is_equivalent(&d.typestr) {
-        return Err(mismatch("wrong element type").into());
+        return Err(match (record, d.descr.as_ref()) {
+            (true, Some(descr)) => mismatch(&format!("wrong element type: records {descr}, not {}", T::descr())),
+            (true, None) => mismatch(&format!("wrong element type: not records {}", T::descr())),
+            (false, _) => mismatch("wrong element type"),
+        }
+        .into());
     }
     // Raw bytes of one byte order (bfloat16, `<V2`) are told from other raw bytes (`|V2`,
     // `>V2`) by the order alone, as the DLPack mapping tells them.
@@ -508,9 +516,7 @@ pub(crate) fn check<T: Element, D: Dimension, A: Access>(parsed: &Parsed, memory
         // Opaque records of the right size: their fields, unknown, cannot be checked
         // against `T`'s (NumPy exports none for a dtype whose fields are not in offset
         // order, an object field among them).
-        None if T::TYPESTR.kind() == cai_core::Kind::Void
-            && !T::descr().is_equivalent(&cai_core::Descr::simple(T::TYPESTR)) =>
-        {
+        None if record => {
             return Err(mismatch(&format!(
                 "its records are opaque: the producer gave no fields to check against {} (NumPy gives none for a \
                  dtype whose fields are not in offset order)",

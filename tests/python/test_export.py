@@ -1,6 +1,7 @@
 """Rust containers exported through the interfaces, read by NumPy and by cai."""
 
 import gc
+import re
 import sys
 import weakref
 
@@ -81,8 +82,17 @@ def test_declared_padding_matches_numpys_aligned_dtype():
     assert fx.host_flagged(a) == [(0.0, True), (1.0, False), (2.0, True), (3.0, False)]
     # Unaligned, the same fields are another record; so is a named field where the
     # record has padding.
-    with pytest.raises(TypeError, match=r"received a writable array of '\|V5'.*wrong element type"):
+    expected = re.escape("[('value', '<f4'), ('ok', '|b1'), ('', '|V3')]")
+    with pytest.raises(
+        TypeError,
+        match=r"received a writable array of '\|V5'.*\(wrong element type: records "
+        + re.escape("[('value', '<f4'), ('ok', '|b1')]")
+        + f", not {expected}\\)",
+    ):
         fx.host_flagged(np.zeros(3, np.dtype([("value", "<f4"), ("ok", "?")])))
+    # Elements that are no records are named as such.
+    with pytest.raises(TypeError, match=rf"received a writable array of '<f8'.*\(wrong element type: not records {expected}\)"):
+        fx.host_flagged(np.zeros(3))
     with pytest.raises(TypeError, match=r"record layout .*\('spare', '\|u1', \(3,\)\)"):
         fx.host_flagged(np.zeros(3, np.dtype([("value", "<f4"), ("ok", "?"), ("spare", "u1", (3,))])))
 
