@@ -975,8 +975,7 @@ mod registry {
         let bytes = if extent.is_empty() {
             None
         } else {
-            let strides = d.strides().map_err(crate::error::to_py_err)?;
-            let lattice = Lattice::of(d.data, &d.shape, &strides, d.typestr.itemsize());
+            let lattice = Lattice::of(d.data, &d.shape, d.strides.as_deref(), d.typestr.itemsize());
             Some((d.byte_range_of(extent).map_err(crate::error::to_py_err)?, lattice, calling_frame()?))
         };
         let empty = bytes.is_none();

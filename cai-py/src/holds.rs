@@ -21,9 +21,17 @@ pub(crate) struct Lattice {
 
 impl Lattice {
     /// The lattice of an array whose element zero is at `origin`, with these dimensions,
-    /// strides (in bytes) and item size.
-    pub(crate) fn of(origin: usize, shape: &[usize], strides: &[isize], item: usize) -> Lattice {
-        let step = shape.iter().zip(strides).filter(|&(&n, _)| n > 1).fold(0, |g, (_, s)| gcd(g, s.unsigned_abs()));
+    /// strides in bytes (`None`: C order) and item size.
+    pub(crate) fn of(origin: usize, shape: &[usize], strides: Option<&[isize]>, item: usize) -> Lattice {
+        let step = match strides {
+            Some(strides) => {
+                shape.iter().zip(strides).filter(|&(&n, _)| n > 1).fold(0, |g, (_, s)| gcd(g, s.unsigned_abs()))
+            }
+            // In C order each stride is a multiple of the last one of a dimension longer
+            // than 1, which is the item size.
+            None if shape.iter().any(|&n| n > 1) => item,
+            None => 0,
+        };
         Lattice { origin, step, item }
     }
 
@@ -46,12 +54,24 @@ impl Lattice {
     }
 }
 
-/// The greatest common divisor (`gcd(0, n) = n`).
+/// The greatest common divisor (`gcd(0, n) = n`), by shifts and subtractions: strides
+/// are mostly powers of two times small numbers, and a division costs more.
 fn gcd(mut a: usize, mut b: usize) -> usize {
-    while b != 0 {
-        (a, b) = (b, a % b);
+    if a == 0 || b == 0 {
+        return a | b;
     }
-    a
+    let shift = (a | b).trailing_zeros();
+    a >>= a.trailing_zeros();
+    loop {
+        b >>= b.trailing_zeros();
+        if a > b {
+            std::mem::swap(&mut a, &mut b);
+        }
+        b -= a;
+        if b == 0 {
+            return a << shift;
+        }
+    }
 }
 
 /// The holds of one registry, each with the scope within which it conflicts.
@@ -145,7 +165,7 @@ mod tests {
 
     fn lattice(origin: isize, shape: &[isize], strides: &[isize], item: isize) -> Lattice {
         let size = |n: isize| usize::try_from(n).unwrap();
-        Lattice::of(size(origin), &shape.iter().map(|&n| size(n)).collect::<Vec<_>>(), strides, size(item))
+        Lattice::of(size(origin), &shape.iter().map(|&n| size(n)).collect::<Vec<_>>(), Some(strides), size(item))
     }
 
     #[test]
@@ -192,15 +212,41 @@ mod tests {
     #[test]
     fn columns_parts_and_interleaved_elements_are_apart() {
         // The columns of a 4x3 matrix of f4.
-        let col = |j: usize| Lattice::of(1000 + 4 * j, &[4], &[12], 4);
+        let col = |j: usize| Lattice::of(1000 + 4 * j, &[4], Some(&[12]), 4);
         assert!(!col(0).can_meet(&col(1)) && !col(1).can_meet(&col(2)) && col(1).can_meet(&col(1)));
         // The real and imaginary parts of c8 (each an f4 with stride 8).
-        let (re, im) = (Lattice::of(2000, &[5], &[8], 4), Lattice::of(2004, &[5], &[8], 4));
+        let (re, im) = (Lattice::of(2000, &[5], Some(&[8]), 4), Lattice::of(2004, &[5], Some(&[8]), 4));
         assert!(!re.can_meet(&im));
         // f8 elements with stride 8, four bytes apart: they share bytes.
-        assert!(Lattice::of(3000, &[5], &[8], 8).can_meet(&Lattice::of(3004, &[5], &[8], 8)));
+        assert!(Lattice::of(3000, &[5], Some(&[8]), 8).can_meet(&Lattice::of(3004, &[5], Some(&[8]), 8)));
         // A row and a column of a matrix meet.
-        assert!(Lattice::of(1000, &[3], &[4], 4).can_meet(&col(0)));
+        assert!(Lattice::of(1000, &[3], Some(&[4]), 4).can_meet(&col(0)));
+    }
+
+    #[test]
+    fn c_order_steps_by_the_item_and_gcd_agrees_with_euclid() {
+        for shape in [&[3, 4, 5][..], &[1, 7], &[4, 1], &[1, 1], &[], &[2, 3, 1]] {
+            let item = 4;
+            let mut strides = vec![0; shape.len()];
+            let mut step = 4;
+            for (s, &n) in strides.iter_mut().zip(shape).rev() {
+                *s = step;
+                step *= isize::try_from(n).unwrap();
+            }
+            assert_eq!(Lattice::of(0, shape, None, item), Lattice::of(0, shape, Some(&strides), item), "{shape:?}");
+        }
+        let euclid = |mut a: usize, mut b: usize| {
+            while b != 0 {
+                (a, b) = (b, a % b);
+            }
+            a
+        };
+        for a in 0..200 {
+            for b in [0, 1, 2, 3, 6, 8, 12, 48, 96, 97, 1 << 20, 3 << 40] {
+                assert_eq!(gcd(a, b), euclid(a, b), "{a} {b}");
+                assert_eq!(gcd(b, a), euclid(a, b), "{b} {a}");
+            }
+        }
     }
 
     #[test]
