@@ -13,8 +13,12 @@
 //! Setting aside delays frees: code that a deep release runs (a producer's `__del__`, a
 //! weakref callback) would have every release it makes wait until it returns, holding
 //! the memory of the arrays it drops meanwhile. So where the thread's stack is known
-//! (Linux with glibc) and more than [`ROOM`] of it is left, a release nests past
-//! [`LIMIT`] all the same; only on a thread short of stack are references set aside.
+//! (Linux with glibc), a release nests past [`LIMIT`] all the same while the releases
+//! under way take less than [`NESTED`] of it and more than [`ROOM`] is left; past that,
+//! or on a thread whose stack is not known, references are set aside. The code a deep
+//! release runs thus finds at most [`NESTED`] more of the stack taken than the outermost
+//! release did, as it did with [`LIMIT`] releases (Python code there may recurse as deep
+//! as the recursion limit lets it, which CPython checks against no stack size).
 
 use std::cell::{Cell, RefCell};
 use std::mem::ManuallyDrop;
@@ -33,10 +37,16 @@ const LIMIT: u32 = 4;
 /// stack (1 MiB), by which the size glibc reports for that stack can overstate it.
 const ROOM: usize = 2 << 20;
 
+/// How much stack the releases under way may take, from the outermost one's frame, for
+/// one more to nest past [`LIMIT`]: some hundred links of a chain.
+const NESTED: usize = 256 << 10;
+
 /// A thread's nested releases and the references set aside, in one thread-local (one
 /// lookup per release).
 struct Releases {
     depth: Cell<u32>,
+    /// Where on the stack the outermost release under way runs.
+    base: Cell<usize>,
     aside: RefCell<Vec<NonNull<ffi::PyObject>>>,
     /// The thread's stack (its lowest and highest addresses), read at its first release
     /// past [`LIMIT`]: `None` until then, `Some(None)` where it cannot be known.
@@ -45,10 +55,13 @@ struct Releases {
 
 thread_local! {
     static RELEASES: Releases =
-        const { Releases { depth: Cell::new(0), aside: RefCell::new(Vec::new()), stack: Cell::new(None) } };
+        const {
+            Releases { depth: Cell::new(0), base: Cell::new(0), aside: RefCell::new(Vec::new()), stack: Cell::new(None) }
+        };
 }
 
-/// Whether more than [`ROOM`] of the thread's stack is left below this call.
+/// Whether the releases under way take less than [`NESTED`] of the stack and more than
+/// [`ROOM`] of it is left below this call.
 #[cold]
 #[inline(never)]
 fn room_to_nest(r: &Releases) -> bool {
@@ -64,7 +77,7 @@ fn room_to_nest(r: &Releases) -> bool {
     // A local's address stands for the stack pointer. Off the thread's stack (code running
     // on a stack of its own, a signal's), nothing is known of the room.
     let here = std::ptr::addr_of!(stack) as usize;
-    (low..high).contains(&here) && here - low > ROOM
+    (low..high).contains(&here) && here - low > ROOM && r.base.get().saturating_sub(here) < NESTED
 }
 
 /// The calling thread's stack, as the C library describes it.
@@ -119,6 +132,10 @@ unsafe fn release_all<const N: usize>(objects: [Option<NonNull<ffi::PyObject>>; 
             // Set aside: the borrow ends before any Python code runs.
             r.aside.borrow_mut().extend(objects.iter().flatten());
             return;
+        }
+        if depth == 0 {
+            // The stack grows down from here while releases nest.
+            r.base.set(std::ptr::addr_of!(depth) as usize);
         }
         r.depth.set(depth + 1);
         for object in objects.iter().flatten() {

@@ -2405,6 +2405,43 @@ def test_a_finalizer_at_the_end_of_a_chain_frees_what_it_drops_at_once():
     assert out.split() == ["0"] * 8
 
 
+def test_a_finalizer_at_the_end_of_a_long_chain_has_the_stack_it_would_have_at_the_top():
+    # Past four releases, releases nest only while those under way take little stack:
+    # the producer's `__del__` at the end of a chain of 2,000 views then recurses as deep
+    # as it could at the top (some MB through `__repr__`, under a raised recursion limit;
+    # CPython checks no stack size). Nesting until 2 MiB were left, it overflowed the
+    # stack. From 3.12, CPython's own limit on C recursion may end the recursion first.
+    out = run(
+        """
+        import sys
+        import numpy as np
+        sys.setrecursionlimit(100000)
+        class R:
+            def __init__(self, n): self.n = n
+            def __repr__(self): return repr(R(self.n - 1)) if self.n else "x"
+        class Producer:
+            def __init__(self): self.a = np.arange(4.0)
+            @property
+            def __array_interface__(self): return self.a.__array_interface__
+            def __del__(self):
+                try:
+                    repr(R(9000))
+                    print("deep")
+                except RecursionError:
+                    print("limited")
+        p = Producer()
+        del p
+        v = Producer()
+        for _ in range(2000):
+            v = cai.as_array(v)
+        del v
+        print("freed")
+        """
+    )
+    top, chain, freed = out.split()
+    assert top in ("deep", "limited") and chain == top and freed == "freed", out
+
+
 @pytest.mark.parametrize(
     "where", ["main thread", "thread with a 512 KiB stack", "made on the main thread, freed on a 32 KiB stack"]
 )
