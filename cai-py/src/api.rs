@@ -514,21 +514,9 @@ fn bool_argument(name: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Optio
 /// [`bool_argument`], whose error says that `expected` is.
 pub(crate) fn flag_argument(name: &str, value: Option<&Bound<'_, PyAny>>, expected: &str) -> PyResult<Option<bool>> {
     let Some(v) = some_value(value) else { return Ok(None) };
-    if let Ok(b) = v.cast_exact::<PyBool>() {
-        return Ok(Some(b.is_true()));
-    }
-    let wrong = || -> PyResult<Option<bool>> {
-        Err(Problem::type_error(format!("{name}: expected {expected}, received {}", received(v)?)).into())
-    };
-    // NumPy's bool, recognized by its (static) type's name and read by its truth value.
-    let name = crate::error::static_type_name(v)?;
-    if !matches!(name.as_deref(), Some("numpy.bool" | "numpy.bool_")) {
-        return wrong();
-    }
-    match v.is_truthy() {
-        Ok(b) => Ok(Some(b)),
-        Err(e) if must_propagate(v.py(), &e) => Err(e),
-        Err(_) => wrong(),
+    match parse::flag_value(v)? {
+        Some(b) => Ok(Some(b)),
+        None => Err(Problem::type_error(format!("{name}: expected {expected}, received {}", received(v)?)).into()),
     }
 }
 

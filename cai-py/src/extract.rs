@@ -975,7 +975,7 @@ mod registry {
         let bytes = if extent.is_empty() {
             None
         } else {
-            let lattice = Lattice::of(d.data, &d.shape, d.strides.as_deref(), d.typestr.itemsize());
+            let lattice = Lattice::of_descriptor(d);
             Some((d.byte_range_of(extent).map_err(crate::error::to_py_err)?, lattice, calling_frame()?))
         };
         let empty = bytes.is_none();

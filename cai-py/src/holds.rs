@@ -35,6 +35,11 @@ impl Lattice {
         Lattice { origin, step, item }
     }
 
+    /// The lattice of the array `d` describes.
+    pub(crate) fn of_descriptor(d: &cai_core::Descriptor) -> Lattice {
+        Lattice::of(d.data, &d.shape, d.strides.as_deref(), d.typestr.itemsize())
+    }
+
     /// Whether an element of `self` can share a byte with an element of `other`. Element
     /// starts `x` of `self` and `y` of `other` differ by `d = self.origin - other.origin`
     /// plus a multiple of `g`, the gcd of both steps; the elements share a byte when

@@ -499,7 +499,7 @@ impl<'py, T: Element, D: Dimension, A: Access> PyHostArray<'py, T, D, A> {
         }
         let d = &self.argument.descriptor;
         let bytes = d.byte_range_of(self.argument.extent).map_err(crate::error::to_py_err)?;
-        let lattice = Lattice::of(d.data, &d.shape, d.strides.as_deref(), d.typestr.itemsize());
+        let lattice = Lattice::of_descriptor(d);
         let (start, end) = (bytes.start, bytes.end);
         match slices::take(self.argument.object().py(), bytes, lattice, exclusive, previous.map(|(id, _)| id))? {
             Ok(id) => {

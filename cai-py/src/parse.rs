@@ -1451,20 +1451,28 @@ fn data(value: Option<&Bound<'_, PyAny>>, iface: Interface) -> Result<(usize, bo
 /// keyword flags are).
 fn read_only_flag(flag: &Bound<'_, PyAny>) -> Result<bool, Failure> {
     const EXPECTED: &str = "a bool as the read-only flag (item 1 of the (pointer: int, readonly: bool) tuple)";
-    if let Ok(b) = flag.cast::<PyBool>() {
-        return Ok(b.is_true());
+    match flag_value(flag).map_err(Failure::raised)? {
+        Some(b) => Ok(b),
+        None => Err(wrong_type("data", EXPECTED, flag)),
     }
-    // NumPy's bool, recognized by its (static) type's name: its truth value runs no Python
-    // code.
-    let name = crate::error::static_type_name(flag).map_err(Failure::raised)?;
-    if matches!(name.as_deref(), Some("numpy.bool" | "numpy.bool_")) {
-        match flag.is_truthy() {
-            Ok(b) => return Ok(b),
-            Err(e) if must_propagate(flag.py(), &e) => return Err(Failure::raised(e)),
-            Err(_) => {}
-        }
+}
+
+/// The value of a flag given as a bool or as NumPy's bool (recognized by its static type's
+/// name, read by its truth value, which runs no Python code); `None` for anything else.
+/// Only exceptions that [must propagate](must_propagate) are raised.
+pub(crate) fn flag_value(v: &Bound<'_, PyAny>) -> PyResult<Option<bool>> {
+    if let Ok(b) = v.cast_exact::<PyBool>() {
+        return Ok(Some(b.is_true()));
     }
-    Err(wrong_type("data", EXPECTED, flag))
+    let name = crate::error::static_type_name(v)?;
+    if !matches!(name.as_deref(), Some("numpy.bool" | "numpy.bool_")) {
+        return Ok(None);
+    }
+    match v.is_truthy() {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if must_propagate(v.py(), &e) => Err(e),
+        Err(_) => Ok(None),
+    }
 }
 
 fn stream(value: &Bound<'_, PyAny>) -> Result<Stream, Failure> {
